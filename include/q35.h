@@ -1,0 +1,144 @@
+/* q35 — inference runtime for Qwen3.5 hybrid (Gated DeltaNet + gated attention) models.
+ *
+ * The public C API. Everything is an opaque handle; every call that can fail returns a q35_status and
+ * leaves a one-line message (file, field or tensor, what was expected) in q35_last_error(), which is
+ * per thread. The library never exits and never prints; diagnostics go through the log callback.
+ */
+#ifndef Q35_H
+#define Q35_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum q35_status {
+    Q35_OK = 0,
+    Q35_ERR_IO,          /* a file could not be opened, read or mapped */
+    Q35_ERR_FORMAT,      /* malformed file: JSON syntax, header, offsets, truncation */
+    Q35_ERR_MISSING,     /* a required file, field or tensor is absent */
+    Q35_ERR_SHAPE,       /* a tensor has the wrong shape */
+    Q35_ERR_DTYPE,       /* a tensor has a dtype this place does not accept */
+    Q35_ERR_UNSUPPORTED, /* architecture or feature q35 does not implement */
+    Q35_ERR_NOMEM,       /* allocation failed */
+    Q35_ERR_ARG,         /* bad argument from the caller */
+    Q35_ERR_CONTEXT,     /* the sequence would not fit in the context */
+    Q35_ERR_TEMPLATE,    /* the chat template refused the conversation (raise_exception) */
+} q35_status;
+
+/* The message of the last failure on this thread ("" when none). */
+const char *q35_last_error(void);
+const char *q35_status_name(q35_status s);
+
+typedef enum { Q35_LOG_ERROR = 0, Q35_LOG_WARN, Q35_LOG_INFO, Q35_LOG_DEBUG } q35_log_level;
+typedef void (*q35_log_fn)(q35_log_level level, const char *msg, void *user);
+/* Install a log sink (NULL: silence). Process-wide; set it before loading. */
+void q35_set_log(q35_log_fn fn, void *user);
+
+/* ---------------------------------------------------------------- model */
+typedef struct q35_model q35_model;
+
+typedef struct q35_model_info {
+    int n_layers, n_vocab, hidden, max_ctx;
+    int n_linear_layers, n_full_layers;
+    size_t weight_bytes;       /* bytes of the text weights as stored */
+    const char *arch;          /* architectures[0] of config.json */
+} q35_model_info;
+
+/* Load a Hugging Face checkpoint directory (config.json + safetensors). Weights are mmap'd. */
+q35_status q35_model_load(const char *dir, q35_model **out);
+void q35_model_free(q35_model *m);
+void q35_model_get_info(const q35_model *m, q35_model_info *info);
+
+/* ---------------------------------------------------------------- session (one sequence) */
+typedef struct q35_session q35_session;
+
+/* n_ctx: tokens of KV cache (0: 4096, capped at the model's max_position_embeddings). */
+q35_status q35_session_new(q35_model *m, int n_ctx, q35_session **out);
+void q35_session_free(q35_session *s);
+void q35_session_reset(q35_session *s);
+int q35_session_pos(const q35_session *s);  /* tokens evaluated so far */
+int q35_session_ctx(const q35_session *s);
+const q35_model *q35_session_model(const q35_session *s);
+
+/* Evaluate n tokens at the current position. When logits is not NULL it receives the float32 logits
+ * of the last token ([n_vocab]); all_logits (if not NULL) receives [n][n_vocab]. A batch that would
+ * overflow the context fails with Q35_ERR_CONTEXT and leaves the session unchanged. */
+q35_status q35_session_eval(q35_session *s, const int32_t *tokens, int n, float *logits, float *all_logits);
+
+/* ---------------------------------------------------------------- tokenizer */
+typedef struct q35_tokenizer q35_tokenizer;
+
+/* Load tokenizer.json (and tokenizer_config.json when present) from a directory. */
+q35_status q35_tokenizer_load(const char *dir, q35_tokenizer **out);
+/* Load from a tokenizer.json path directly. */
+q35_status q35_tokenizer_load_file(const char *tokenizer_json_path, q35_tokenizer **out);
+void q35_tokenizer_free(q35_tokenizer *t);
+int q35_tokenizer_vocab_size(const q35_tokenizer *t);  /* 1 + the largest id */
+/* Encode UTF-8 text. Added tokens (special and not) are matched when parse_special != 0.
+ * *ids is malloc'd; free() it. Invalid UTF-8 bytes are documented in README (Tokenizer). */
+q35_status q35_tokenize(const q35_tokenizer *t, const char *text, size_t len, int parse_special,
+                        int32_t **ids, size_t *n_ids);
+/* Id of an exact token string (added or regular), or -1. */
+int32_t q35_token_id(const q35_tokenizer *t, const char *token);
+/* The raw bytes a token stands for (ByteLevel decoded); NULL for an invalid id. */
+const char *q35_token_bytes(const q35_tokenizer *t, int32_t id, size_t *len);
+/* Decode ids to UTF-8 (malloc'd, NUL-terminated; free() it). Invalid sequences become U+FFFD. */
+q35_status q35_detokenize(const q35_tokenizer *t, const int32_t *ids, size_t n, char **text);
+
+/* Streaming decode: feed ids one at a time; only complete UTF-8 characters come out. */
+typedef struct q35_stream_decoder q35_stream_decoder;
+q35_stream_decoder *q35_stream_decoder_new(const q35_tokenizer *t);
+/* Appends the printable text produced by id to out (NUL-terminated, at most cap-1 bytes); returns length. */
+size_t q35_stream_decoder_push(q35_stream_decoder *d, int32_t id, char *out, size_t cap);
+/* Flush what is left (an incomplete sequence becomes U+FFFD). */
+size_t q35_stream_decoder_flush(q35_stream_decoder *d, char *out, size_t cap);
+void q35_stream_decoder_free(q35_stream_decoder *d);
+
+/* ---------------------------------------------------------------- chat template */
+typedef struct q35_chat_opts {
+    int add_generation_prompt;  /* 1: end with '<|im_start|>assistant\n' + the thinking prefix */
+    int enable_thinking;        /* -1: the template's default (off for the small models), 0 off, 1 on */
+    int add_vision_id;          /* 'Picture N: ' before each image */
+    int default_thinking;       /* what enable_thinking = -1 means: 0 for the small models' template
+                                   (0.8B/2B/4B: thinking off unless asked), 1 for the larger models' */
+} q35_chat_opts;
+
+/* Which default a chat_template.jinja text has (0: thinking off by default, 1: on). */
+int q35_chat_template_default_thinking(const char *template_text);
+
+/* Render the Qwen3.5 chat template. messages_json: a JSON array of {role, content, ...} in the
+ * transformers / OpenAI shape; tools_json: a JSON array of tools or NULL. *out is malloc'd. */
+q35_status q35_chat_render(const char *messages_json, const char *tools_json, const q35_chat_opts *opts,
+                           char **out);
+
+/* ---------------------------------------------------------------- sampling */
+typedef struct q35_sampler_params {
+    float temperature;        /* <= 0: greedy */
+    int top_k;                /* <= 0: off */
+    float top_p;              /* >= 1: off */
+    float min_p;              /* <= 0: off */
+    float presence_penalty;   /* 0: off; subtracted once from every token already seen */
+    float repetition_penalty; /* 1: off; CTRL-style: positive logits divided, negative multiplied */
+    uint64_t seed;
+} q35_sampler_params;
+
+typedef struct q35_sampler q35_sampler;
+/* The Qwen3.5 recommendation (temperature 1.0, top_p 1.0, top_k 20, presence 2.0? see README). */
+void q35_sampler_default_params(q35_sampler_params *p);
+/* Read temperature/top_k/top_p/min_p/repetition_penalty from DIR/generation_config.json when present. */
+q35_status q35_sampler_params_from_dir(const char *dir, q35_sampler_params *p, int *found);
+q35_sampler *q35_sampler_new(const q35_sampler_params *p, int n_vocab);
+void q35_sampler_free(q35_sampler *s);
+void q35_sampler_reset(q35_sampler *s);
+/* Tell the sampler a token is part of the context (for the penalties). */
+void q35_sampler_accept(q35_sampler *s, int32_t id);
+/* Pick the next token from logits[n_vocab] (logits are modified in place). */
+int32_t q35_sampler_sample(q35_sampler *s, float *logits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,218 @@
+/* q35 chat: an interactive multi-turn conversation. Each turn renders the whole conversation with
+ * the chat template; when what the session already holds is a prefix of it, only the new tokens
+ * are evaluated, otherwise the session starts over (the template drops earlier thinking, so the
+ * text of past turns can change). Works on a terminal and with piped stdin. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/common.h"
+
+static volatile sig_atomic_t stop_answer;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    stop_answer = 1;
+}
+
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: q35 chat -m DIR [options]\n"
+            "An interactive conversation; each input line is a user message. Commands:\n"
+            "  /reset          forget the conversation\n"
+            "  /system TEXT    set the system message (and reset)\n"
+            "  /think on|off   thinking mode for the next answers\n"
+            "  /quit           leave (so does end of input)\n"
+            "Ctrl-C stops the current answer and keeps the program.\n\n"
+            "  -m, --model DIR       checkpoint directory\n"
+            "  -s, --system TEXT     a system message\n"
+            "  -q, --quiet           no speed report on stderr\n");
+    cli_gen_help(f);
+}
+
+static void add_message(cJSON *msgs, const char *role, const char *content) {
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", role);
+    cJSON_AddStringToObject(m, "content", content);
+    cJSON_AddItemToArray(msgs, m);
+}
+
+int cmd_chat(int argc, char **argv) {
+    const char *dir = NULL;
+    char *system = NULL;
+    int quiet = 0;
+    for (int i = 1; i < argc; i++)
+        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) dir = argv[i + 1];
+    cli_gen g;
+    cli_gen_defaults(&g, dir);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int r = cli_gen_option(&g, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help(stdout);
+            return 0;
+        } else if (i + 1 < argc && (!strcmp(a, "-m") || !strcmp(a, "--model"))) {
+            dir = argv[++i];
+        } else if (i + 1 < argc && (!strcmp(a, "-s") || !strcmp(a, "--system"))) {
+            free(system);
+            system = strdup(argv[++i]);
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else {
+            cli_error("chat: unknown or incomplete option '%s' (see q35 chat --help)", a);
+            free(system);
+            return 2;
+        }
+    }
+    if (!dir) {
+        cli_error("chat: need -m DIR (see q35 chat --help)");
+        free(system);
+        return 2;
+    }
+    const int tty = isatty(0);
+    int rc = 1;
+    q35_tokenizer *tok = NULL;
+    q35_model *model = NULL;
+    q35_session *s = NULL;
+    cJSON *msgs = cJSON_CreateArray();
+    int32_t *hist = NULL; /* tokens the session holds */
+    size_t n_hist = 0;
+    char *line = NULL;
+    size_t line_cap = 0;
+    q35_status st;
+    if ((st = q35_tokenizer_load(dir, &tok))) { rc = cli_fail("", st); goto done; }
+    if ((st = q35_model_load(dir, &model))) { rc = cli_fail("", st); goto done; }
+    q35_model_info info;
+    q35_model_get_info(model, &info);
+    if (g.n_ctx > info.max_ctx) g.n_ctx = info.max_ctx;
+    if ((st = q35_session_new(model, g.n_ctx, &s))) { rc = cli_fail("", st); goto done; }
+    cli_stops stops;
+    cli_stops_init(&stops, dir, tok);
+    const int default_think = cli_template_default_thinking(dir);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    if (tty) fprintf(stderr, "q35 chat: type a message; /reset, /system TEXT, /think on|off, /quit. Ctrl-C stops an answer.\n");
+    rc = 0;
+    for (;;) {
+        if (tty) {
+            fputs("> ", stdout);
+            fflush(stdout);
+        }
+        stop_answer = 0;
+        ssize_t len = getline(&line, &line_cap, stdin);
+        if (len < 0) {
+            if (stop_answer && tty) { clearerr(stdin); putchar('\n'); continue; }
+            break;
+        }
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (len == 0) continue;
+        if (!strcmp(line, "/quit") || !strcmp(line, "/exit")) break;
+        if (!strcmp(line, "/reset")) {
+            cJSON_Delete(msgs);
+            msgs = cJSON_CreateArray();
+            fprintf(stderr, "(conversation reset)\n");
+            continue;
+        }
+        if (!strncmp(line, "/system", 7) && (line[7] == ' ' || line[7] == 0)) {
+            free(system);
+            system = line[7] ? strdup(line + 8) : NULL;
+            cJSON_Delete(msgs);
+            msgs = cJSON_CreateArray();
+            fprintf(stderr, "(system message %s; conversation reset)\n", system ? "set" : "cleared");
+            continue;
+        }
+        if (!strncmp(line, "/think", 6)) {
+            if (!strcmp(line, "/think on")) g.think = 1;
+            else if (!strcmp(line, "/think off")) g.think = 0;
+            else { fprintf(stderr, "(use /think on or /think off)\n"); continue; }
+            fprintf(stderr, "(thinking %s)\n", g.think ? "on" : "off");
+            continue;
+        }
+        if (line[0] == '/' && line[1] != '/' && strchr(line, ' ') == NULL && strlen(line) < 16) {
+            fprintf(stderr, "(unknown command %s; commands: /reset /system /think /quit)\n", line);
+            continue;
+        }
+        /* Render the conversation with the new user message. */
+        cJSON *turn = cJSON_Duplicate(msgs, 1);
+        if (system && cJSON_GetArraySize(turn) == 0) add_message(turn, "system", system);
+        if (system && cJSON_GetArraySize(msgs) == 0) add_message(msgs, "system", system);
+        add_message(turn, "user", line);
+        char *json = cJSON_PrintUnformatted(turn);
+        cJSON_Delete(turn);
+        q35_chat_opts o = {1, g.think, 0, default_think};
+        char *text = NULL;
+        int32_t *ids = NULL, *gen = NULL;
+        size_t n_ids = 0, n_gen = 0;
+        st = json ? q35_chat_render(json, NULL, &o, &text) : Q35_ERR_NOMEM;
+        free(json);
+        if (!st) st = q35_tokenize(tok, text, strlen(text), 1, &ids, &n_ids);
+        free(text);
+        if (st) {
+            cli_fail("chat", st);
+            free(ids);
+            continue;
+        }
+        /* Reuse the session when it holds a prefix of the new prompt. */
+        size_t common = 0;
+        while (common < n_hist && common < n_ids && hist[common] == ids[common]) common++;
+        if (common < n_hist || common == n_ids) {
+            q35_session_reset(s);
+            n_hist = common = 0;
+        }
+        const int before = q35_session_pos(s);
+        int r = cli_generate(s, tok, &g, &stops, ids + common, n_ids - common, stdout, &stop_answer, &gen, &n_gen, !quiet);
+        putchar('\n');
+        fflush(stdout);
+        if (r) {
+            /* Nothing usable was kept: start the next turn from scratch. */
+            q35_session_reset(s);
+            n_hist = 0;
+            free(ids);
+            free(gen);
+            if (q35_session_ctx(s) <= (int)n_ids) {
+                fprintf(stderr, "(the conversation no longer fits in the context; /reset to start over)\n");
+            }
+            continue;
+        }
+        if (stop_answer) fprintf(stderr, "(answer stopped)\n");
+        /* The session now holds ids + the generated tokens it evaluated. */
+        const size_t evaluated = (size_t)(q35_session_pos(s) - before) - (n_ids - common);
+        int32_t *nh = realloc(hist, sizeof(int32_t) * (n_ids + evaluated + 1));
+        if (nh) {
+            hist = nh;
+            memcpy(hist, ids, sizeof(int32_t) * n_ids);
+            memcpy(hist + n_ids, gen, sizeof(int32_t) * evaluated);
+            n_hist = n_ids + evaluated;
+        } else {
+            q35_session_reset(s);
+            n_hist = 0;
+        }
+        /* Remember the answer (without its stop token) for the next turn. */
+        size_t keep = n_gen;
+        if (keep && cli_is_stop(&stops, gen[keep - 1])) keep--;
+        char *answer = NULL;
+        if (q35_detokenize(tok, gen, keep, &answer) == Q35_OK) {
+            add_message(msgs, "user", line);
+            add_message(msgs, "assistant", answer);
+        }
+        free(answer);
+        free(ids);
+        free(gen);
+    }
+done:
+    free(line);
+    free(hist);
+    free(system);
+    cJSON_Delete(msgs);
+    q35_session_free(s);
+    q35_model_free(model);
+    q35_tokenizer_free(tok);
+    return rc;
+}

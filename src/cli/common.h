@@ -1,0 +1,46 @@
+/* Pieces shared by the generating subcommands (generate, chat). */
+#ifndef Q35_CLI_COMMON_H
+#define Q35_CLI_COMMON_H
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include "q35.h"
+
+int cli_parse_long(const char *s, const char *opt, long lo, long hi, long *out);
+int cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out);
+/* Parse "1,2,3" (or spaces) into a malloc'd id array. */
+int cli_parse_ids(const char *s, int32_t **ids, size_t *n);
+
+/* The thinking default of DIR's chat template (chat_template.jinja or tokenizer_config.json's
+ * chat_template); 0 (small-model default, off) when there is none. */
+int cli_template_default_thinking(const char *dir);
+
+typedef struct cli_stops {
+    int32_t ids[16];
+    int n;
+} cli_stops;
+/* eos ids of config.json / generation_config.json, <|im_end|> and <|endoftext|>. */
+void cli_stops_init(cli_stops *s, const char *dir, const q35_tokenizer *tok);
+int cli_is_stop(const cli_stops *s, int32_t id);
+
+/* Generation options shared by generate and chat. */
+typedef struct cli_gen {
+    q35_sampler_params sp;
+    int n_predict;        /* max new tokens */
+    int n_ctx;
+    int think;            /* -1 template default, 0 off, 1 on */
+    int print_ids;
+    FILE *dump_logits;
+} cli_gen;
+
+/* Parse one sampling / context option at argv[*i] (advancing *i past its value). Returns 1 if it
+ * was one, 0 if not, -1 on a bad value. */
+int cli_gen_option(cli_gen *g, int argc, char **argv, int *i);
+void cli_gen_help(FILE *f);
+void cli_gen_defaults(cli_gen *g, const char *dir);
+
+/* Evaluate prompt ids then generate until a stop id, n_predict or *interrupt; streams text (or
+ * ids) to out. Reports speed on stderr when verbose. Returns 0 or the exit status. The generated
+ * ids are appended to *gen (malloc'd) when gen is not NULL. */
+int cli_generate(q35_session *s, const q35_tokenizer *tok, const cli_gen *g, const cli_stops *stops, const int32_t *prompt,
+                 size_t n_prompt, FILE *out, volatile int *interrupt, int32_t **gen, size_t *n_gen, int verbose);
+#endif

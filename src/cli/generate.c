@@ -1,0 +1,138 @@
+/* q35 generate: one prompt in, the streamed answer out. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/common.h"
+
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: q35 generate -m DIR (-p TEXT | --prompt-ids IDS) [options]\n"
+            "Streams the answer to stdout (chat template applied unless --raw); prompt and generation speed go to stderr.\n\n"
+            "  -m, --model DIR       checkpoint directory (config.json, *.safetensors, tokenizer.json)\n"
+            "  -p, --prompt TEXT     the user message (or the raw prompt with --raw)\n"
+            "  -s, --system TEXT     a system message\n"
+            "  --raw                 tokenize TEXT as it is, no chat template\n"
+            "  --prompt-ids IDS      token ids (comma-separated) instead of -p\n"
+            "  --print-ids           print generated token ids instead of text\n"
+            "  --dump-logits FILE    write the float32 logits of every generated step ([steps][vocab])\n"
+            "  -q, --quiet           no speed report on stderr\n");
+    cli_gen_help(f);
+}
+
+/* Render [{system}, {user}] through the chat template. */
+static int render_prompt(const char *dir, const char *system, const char *user, int think, char **out) {
+    cJSON *msgs = cJSON_CreateArray();
+    if (system) {
+        cJSON *m = cJSON_CreateObject();
+        cJSON_AddStringToObject(m, "role", "system");
+        cJSON_AddStringToObject(m, "content", system);
+        cJSON_AddItemToArray(msgs, m);
+    }
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "role", "user");
+    cJSON_AddStringToObject(m, "content", user);
+    cJSON_AddItemToArray(msgs, m);
+    char *json = cJSON_PrintUnformatted(msgs);
+    cJSON_Delete(msgs);
+    if (!json) return cli_fail("rendering the prompt", Q35_ERR_NOMEM);
+    q35_chat_opts o = {1, think, 0, cli_template_default_thinking(dir)};
+    q35_status st = q35_chat_render(json, NULL, &o, out);
+    free(json);
+    return st ? cli_fail("chat template", st) : 0;
+}
+
+int cmd_generate(int argc, char **argv) {
+    const char *dir = NULL, *prompt = NULL, *system = NULL, *ids_arg = NULL, *dump = NULL;
+    int raw = 0, quiet = 0;
+    for (int i = 1; i < argc; i++)
+        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) dir = argv[i + 1];
+    cli_gen g;
+    cli_gen_defaults(&g, dir);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int r = cli_gen_option(&g, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help(stdout);
+            return 0;
+        } else if (!strcmp(a, "--raw")) {
+            raw = 1;
+        } else if (!strcmp(a, "--print-ids")) {
+            g.print_ids = 1;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            quiet = 1;
+        } else if (i + 1 < argc && (!strcmp(a, "-m") || !strcmp(a, "--model"))) {
+            dir = argv[++i];
+        } else if (i + 1 < argc && (!strcmp(a, "-p") || !strcmp(a, "--prompt"))) {
+            prompt = argv[++i];
+        } else if (i + 1 < argc && (!strcmp(a, "-s") || !strcmp(a, "--system"))) {
+            system = argv[++i];
+        } else if (i + 1 < argc && !strcmp(a, "--prompt-ids")) {
+            ids_arg = argv[++i];
+        } else if (i + 1 < argc && !strcmp(a, "--dump-logits")) {
+            dump = argv[++i];
+        } else {
+            cli_error("generate: unknown or incomplete option '%s' (see q35 generate --help)", a);
+            return 2;
+        }
+    }
+    if (!dir || (!prompt == !ids_arg)) {
+        cli_error("generate: need -m DIR and exactly one of -p TEXT or --prompt-ids IDS (see q35 generate --help)");
+        return 2;
+    }
+    int rc = 1;
+    q35_tokenizer *tok = NULL;
+    q35_model *model = NULL;
+    q35_session *s = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    char *text = NULL;
+    q35_status st;
+    if (prompt || !g.print_ids) {
+        if ((st = q35_tokenizer_load(dir, &tok))) { rc = cli_fail("", st); goto done; }
+    }
+    if (ids_arg) {
+        if (cli_parse_ids(ids_arg, &ids, &n_ids)) { rc = 2; goto done; }
+    } else {
+        if (raw) {
+            text = strdup(prompt);
+        } else if (render_prompt(dir, system, prompt, g.think, &text)) {
+            goto done;
+        }
+        if ((st = q35_tokenize(tok, text, strlen(text), 1, &ids, &n_ids))) { rc = cli_fail("tokenizing the prompt", st); goto done; }
+    }
+    if (n_ids == 0) {
+        cli_error("generate: the prompt is empty");
+        goto done;
+    }
+    if ((st = q35_model_load(dir, &model))) { rc = cli_fail("", st); goto done; }
+    q35_model_info info;
+    q35_model_get_info(model, &info);
+    if (g.n_ctx > info.max_ctx) {
+        cli_error("--ctx %d is more than the model's maximum of %d tokens", g.n_ctx, info.max_ctx);
+        goto done;
+    }
+    if ((st = q35_session_new(model, g.n_ctx, &s))) { rc = cli_fail("", st); goto done; }
+    if (dump && !(g.dump_logits = fopen(dump, "wb"))) {
+        cli_error("--dump-logits: cannot create %s", dump);
+        goto done;
+    }
+    cli_stops stops;
+    cli_stops_init(&stops, dir, tok);
+    rc = cli_generate(s, tok, &g, &stops, ids, n_ids, stdout, NULL, NULL, NULL, !quiet);
+    if (!g.print_ids) putchar('\n');
+done:
+    if (g.dump_logits && fclose(g.dump_logits) != 0 && rc == 0) {
+        cli_error("--dump-logits: write failed");
+        rc = 1;
+    }
+    free(text);
+    free(ids);
+    q35_session_free(s);
+    q35_model_free(model);
+    q35_tokenizer_free(tok);
+    return rc;
+}

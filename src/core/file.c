@@ -1,0 +1,91 @@
+#include "core/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/err.h"
+
+q35_status q35_read_file(const char *path, size_t max_bytes, char **data, size_t *len) {
+    *data = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return q35_fail(errno == ENOENT ? Q35_ERR_MISSING : Q35_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return q35_fail(Q35_ERR_IO, "%s: not a regular file", path);
+    }
+    if ((unsigned long long)st.st_size > max_bytes) {
+        close(fd);
+        return q35_fail(Q35_ERR_FORMAT, "%s: file is %lld bytes, more than the %zu this reader accepts", path,
+                        (long long)st.st_size, max_bytes);
+    }
+    size_t n = (size_t)st.st_size;
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        close(fd);
+        return q35_fail(Q35_ERR_NOMEM, "%s: cannot allocate %zu bytes", path, n + 1);
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, buf + got, n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            free(buf);
+            close(fd);
+            return q35_fail(Q35_ERR_IO, "%s: read failed after %zu of %zu bytes", path, got, n);
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return Q35_OK;
+}
+
+q35_status q35_map_file(const char *path, q35_mapping *m) {
+    m->data = NULL;
+    m->size = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return q35_fail(errno == ENOENT ? Q35_ERR_MISSING : Q35_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return q35_fail(Q35_ERR_IO, "%s: not a regular file", path);
+    }
+    size_t n = (size_t)st.st_size;
+    if (n == 0) {
+        close(fd);
+        return q35_fail(Q35_ERR_FORMAT, "%s: file is empty", path);
+    }
+    void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return q35_fail(Q35_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
+    m->data = p;
+    m->size = n;
+    return Q35_OK;
+}
+
+void q35_unmap_file(q35_mapping *m) {
+    if (m->data) munmap((void *)m->data, m->size);
+    m->data = NULL;
+    m->size = 0;
+}
+
+int q35_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+q35_status q35_path_join(char *out, size_t cap, const char *dir, const char *name) {
+    int n = snprintf(out, cap, "%s/%s", dir, name);
+    if (n < 0 || (size_t)n >= cap) return q35_fail(Q35_ERR_ARG, "path too long: %s/%s", dir, name);
+    return Q35_OK;
+}

@@ -1,0 +1,20 @@
+/* Whole-file reads and read-only mappings, with errors that name the path. */
+#ifndef Q35_CORE_FILE_H
+#define Q35_CORE_FILE_H
+#include <stddef.h>
+#include "q35.h"
+
+/* Read a whole file into a malloc'd NUL-terminated buffer (max_bytes bounds it). */
+q35_status q35_read_file(const char *path, size_t max_bytes, char **data, size_t *len);
+
+typedef struct q35_mapping {
+    const unsigned char *data; /* [size] read-only */
+    size_t size;
+} q35_mapping;
+q35_status q35_map_file(const char *path, q35_mapping *m);
+void q35_unmap_file(q35_mapping *m);
+
+int q35_file_exists(const char *path);
+/* dir + "/" + name into out (cap bytes); fails on truncation. */
+q35_status q35_path_join(char *out, size_t cap, const char *dir, const char *name);
+#endif

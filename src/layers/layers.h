@@ -1,0 +1,15 @@
+/* One forward function per layer kind. Each reads the normed input sc->xn [n][H] of n consecutive
+ * tokens starting at position pos and writes its output to sc->out [n][H]. */
+#ifndef Q35_LAYERS_H
+#define Q35_LAYERS_H
+#include "runtime/state.h"
+
+/* Gated DeltaNet: conv_state [K-1][C], rec_state [Hv][dk][dv] are updated in place. */
+void q35_gdn_forward(const q35_config *c, const q35_gdn_weights *w, float *conv_state, float *rec_state, q35_scratch *sc, int n);
+/* Gated attention: writes K/V of the n tokens into k_cache/v_cache [n_ctx][n_kv*hd] at pos.. and
+ * attends causally. pos3 [n][3] are the (T, H, W) M-RoPE positions of each token. */
+void q35_attn_forward(const q35_config *c, const q35_attn_weights *w, float *k_cache, float *v_cache, q35_scratch *sc, int n, int pos,
+                      const int *pos3, const float *inv_freq);
+/* SwiGLU MLP: out = down(silu(gate(xn)) * up(xn)). */
+void q35_mlp_forward(const q35_config *c, const q35_layer_weights *w, q35_scratch *sc, int n);
+#endif

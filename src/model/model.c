@@ -1,0 +1,177 @@
+/* Model loading: config.json + safetensors -> q35_model with every tensor checked by name,
+ * shape and dtype. */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+
+typedef struct {
+    struct q35_model *m;
+    const char *what;    /* directory, for messages */
+    const char *prefix;  /* "model.language_model." or "model." */
+    float *next;         /* bump pointer into m->small */
+} binder;
+
+static q35_status find(binder *b, const char *name, int ndim, const int64_t *shape, q35_tensor *out) {
+    char full[256];
+    snprintf(full, sizeof full, "%s%s", b->prefix, name);
+    const q35_tensor *t = q35_st_find(&b->m->st, full);
+    if (!t) return q35_fail(Q35_ERR_MISSING, "%s: missing tensor '%s'", b->what, full);
+    if (t->dtype != Q35_DT_F32 && t->dtype != Q35_DT_BF16 && t->dtype != Q35_DT_F16)
+        return q35_fail(Q35_ERR_DTYPE, "%s: tensor '%s' has dtype %s, expected bf16, f16 or f32", b->what, full, q35_dtype_name(t->dtype));
+    int ok = t->ndim == ndim;
+    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
+    if (!ok) {
+        char want[96] = "", got[96] = "";
+        for (int i = 0; i < ndim; i++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? ", " : "", (long long)shape[i]);
+        for (int i = 0; i < t->ndim; i++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        return q35_fail(Q35_ERR_SHAPE, "%s: tensor '%s' has shape [%s], expected [%s]", b->what, full, got, want);
+    }
+    *out = *t;
+    b->m->weight_bytes += t->nbytes;
+    return Q35_OK;
+}
+
+static q35_status matrix(binder *b, const char *name, int64_t rows, int64_t cols, q35_tensor *out) {
+    int64_t shape[2] = {rows, cols};
+    return find(b, name, 2, shape, out);
+}
+
+/* A small vector copied to float32; plus_one adds 1 (zero-centred RMSNorm weights). */
+static q35_status vec(binder *b, const char *name, int64_t n, int plus_one, float **out) {
+    q35_tensor t;
+    q35_status st = find(b, name, 1, &n, &t);
+    if (st) return st;
+    float *dst = b->next;
+    b->next += n;
+    for (int64_t i = 0; i < n; i++) dst[i] = q35_tensor_get_f32(&t, i) + (plus_one ? 1.0f : 0.0f);
+    *out = dst;
+    return Q35_OK;
+}
+
+static q35_status bind_layer(binder *b, int il, q35_layer_weights *L) {
+    const q35_config *c = &b->m->cfg;
+    const int64_t H = c->hidden, F = c->intermediate;
+    char n[160];
+    q35_status st;
+#define NAME(fmt) (snprintf(n, sizeof n, "layers.%d." fmt, il), n)
+    L->is_full = c->layer_full[il];
+    if ((st = vec(b, NAME("input_layernorm.weight"), H, 1, &L->in_norm))) return st;
+    if ((st = vec(b, NAME("post_attention_layernorm.weight"), H, 1, &L->post_norm))) return st;
+    if ((st = matrix(b, NAME("mlp.gate_proj.weight"), F, H, &L->mlp_gate))) return st;
+    if ((st = matrix(b, NAME("mlp.up_proj.weight"), F, H, &L->mlp_up))) return st;
+    if ((st = matrix(b, NAME("mlp.down_proj.weight"), H, F, &L->mlp_down))) return st;
+    if (L->is_full) {
+        q35_attn_weights *a = &L->attn;
+        const int64_t hd = c->head_dim, nq = (int64_t)c->n_heads * hd * (c->attn_output_gate ? 2 : 1), nkv = (int64_t)c->n_kv_heads * hd;
+        if ((st = matrix(b, NAME("self_attn.q_proj.weight"), nq, H, &a->q))) return st;
+        if ((st = matrix(b, NAME("self_attn.k_proj.weight"), nkv, H, &a->k))) return st;
+        if ((st = matrix(b, NAME("self_attn.v_proj.weight"), nkv, H, &a->v))) return st;
+        if ((st = matrix(b, NAME("self_attn.o_proj.weight"), H, (int64_t)c->n_heads * hd, &a->o))) return st;
+        if ((st = vec(b, NAME("self_attn.q_norm.weight"), hd, 1, &a->q_norm))) return st;
+        if ((st = vec(b, NAME("self_attn.k_norm.weight"), hd, 1, &a->k_norm))) return st;
+    } else {
+        q35_gdn_weights *g = &L->gdn;
+        const int64_t Hv = c->lin_v_heads, kd = (int64_t)c->lin_k_heads * c->lin_k_dim, vd = Hv * c->lin_v_dim;
+        const int64_t C = 2 * kd + vd, K = c->conv_kernel;
+        if ((st = matrix(b, NAME("linear_attn.in_proj_qkv.weight"), C, H, &g->in_qkv))) return st;
+        if ((st = matrix(b, NAME("linear_attn.in_proj_z.weight"), vd, H, &g->in_z))) return st;
+        if ((st = matrix(b, NAME("linear_attn.in_proj_b.weight"), Hv, H, &g->in_b))) return st;
+        if ((st = matrix(b, NAME("linear_attn.in_proj_a.weight"), Hv, H, &g->in_a))) return st;
+        if ((st = matrix(b, NAME("linear_attn.out_proj.weight"), H, vd, &g->out))) return st;
+        int64_t conv_shape[3] = {C, 1, K};
+        q35_tensor conv;
+        if ((st = find(b, NAME("linear_attn.conv1d.weight"), 3, conv_shape, &conv))) return st;
+        g->conv = b->next;
+        b->next += C * K;
+        for (int64_t i = 0; i < C * K; i++) g->conv[i] = q35_tensor_get_f32(&conv, i);
+        if ((st = vec(b, NAME("linear_attn.dt_bias"), Hv, 0, &g->dt_bias))) return st;
+        if ((st = vec(b, NAME("linear_attn.A_log"), Hv, 0, &g->neg_exp_A))) return st;
+        for (int64_t i = 0; i < Hv; i++) g->neg_exp_A[i] = -expf(g->neg_exp_A[i]);
+        if ((st = vec(b, NAME("linear_attn.norm.weight"), c->lin_v_dim, 0, &g->norm))) return st;
+    }
+#undef NAME
+    return Q35_OK;
+}
+
+q35_status q35_model_bind(struct q35_model *m, const char *what) {
+    const q35_config *c = &m->cfg;
+    binder b = {m, what, "model.language_model.", NULL};
+    char probe[128];
+    snprintf(probe, sizeof probe, "%sembed_tokens.weight", b.prefix);
+    if (!q35_st_find(&m->st, probe)) b.prefix = "model.";
+    /* Float count of every small array, for one allocation. */
+    size_t small = (size_t)c->hidden;
+    for (int i = 0; i < c->n_layers; i++) {
+        small += 2 * (size_t)c->hidden;
+        if (c->layer_full[i]) small += 2 * (size_t)c->head_dim;
+        else small += (size_t)q35_cfg_conv_channels(c) * c->conv_kernel + 2 * (size_t)c->lin_v_heads + c->lin_v_dim;
+    }
+    m->small = malloc(small * sizeof(float));
+    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+    if (!m->small || !m->layers) return q35_fail(Q35_ERR_NOMEM, "%s: out of memory for the model's small weights", what);
+    b.next = m->small;
+    q35_status st;
+    if ((st = matrix(&b, "embed_tokens.weight", c->vocab, c->hidden, &m->embed))) return st;
+    if ((st = vec(&b, "norm.weight", c->hidden, 1, &m->final_norm))) return st;
+    for (int i = 0; i < c->n_layers; i++)
+        if ((st = bind_layer(&b, i, &m->layers[i]))) return st;
+    /* LM head: stored lm_head.weight (top level, no prefix) unless the embeddings are tied. */
+    const q35_tensor *head = q35_st_find(&m->st, "lm_head.weight");
+    if (c->tie_embeddings || !head) {
+        if (!c->tie_embeddings)
+            return q35_fail(Q35_ERR_MISSING, "%s: missing tensor 'lm_head.weight' (tie_word_embeddings is false)", what);
+        m->lm_head = m->embed;
+    } else {
+        binder hb = b;
+        hb.prefix = "";
+        if ((st = matrix(&hb, "lm_head.weight", c->vocab, c->hidden, &m->lm_head))) return st;
+    }
+    return Q35_OK;
+}
+
+q35_status q35_model_load(const char *dir, q35_model **out) {
+    *out = NULL;
+    struct q35_model *m = calloc(1, sizeof *m);
+    if (!m) return q35_fail(Q35_ERR_NOMEM, "out of memory");
+    q35_status st = q35_config_load(dir, &m->cfg);
+    if (!st) st = q35_st_open_dir(dir, &m->st);
+    if (!st) {
+        m->dir = strdup(dir);
+        if (!m->dir) st = q35_fail(Q35_ERR_NOMEM, "out of memory");
+    }
+    if (!st) st = q35_model_bind(m, dir);
+    if (st) {
+        q35_model_free(m);
+        return st;
+    }
+    q35_log(Q35_LOG_INFO, "loaded %s: %d layers (%d linear, %d full), hidden %d, vocab %d, %.1f MB of weights", dir, m->cfg.n_layers,
+            m->cfg.n_linear, m->cfg.n_full, m->cfg.hidden, m->cfg.vocab, m->weight_bytes / 1e6);
+    *out = m;
+    return Q35_OK;
+}
+
+void q35_model_free(q35_model *m) {
+    if (!m) return;
+    q35_st_close(&m->st);
+    free(m->small);
+    free(m->layers);
+    free(m->dir);
+    free(m);
+}
+
+void q35_model_get_info(const q35_model *m, q35_model_info *info) {
+    memset(info, 0, sizeof *info);
+    info->n_layers = m->cfg.n_layers;
+    info->n_vocab = m->cfg.vocab;
+    info->hidden = m->cfg.hidden;
+    info->max_ctx = m->cfg.max_pos;
+    info->n_linear_layers = m->cfg.n_linear;
+    info->n_full_layers = m->cfg.n_full;
+    info->weight_bytes = m->weight_bytes;
+    info->arch = m->cfg.arch;
+}

@@ -1,0 +1,56 @@
+/* A loaded model: config + tensors bound by name to per-layer structs. Large matrices point into
+ * the mmap'd safetensors; the small full-precision parameters (norms, A_log, dt_bias, conv taps)
+ * are converted to float32 arrays at load, without loss. */
+#ifndef Q35_MODEL_MODEL_H
+#define Q35_MODEL_MODEL_H
+#include "formats/safetensors.h"
+#include "model/config.h"
+#include "model/tensor.h"
+
+typedef struct q35_gdn_weights {      /* Gated DeltaNet (linear attention) */
+    q35_tensor in_qkv;                /* [2*Hk*dk + Hv*dv, H]  rows: q | k | v */
+    q35_tensor in_z;                  /* [Hv*dv, H] output gate */
+    q35_tensor in_b;                  /* [Hv, H] beta logits */
+    q35_tensor in_a;                  /* [Hv, H] decay input */
+    q35_tensor out;                   /* [H, Hv*dv] */
+    float *conv;                      /* [C][K] depthwise causal conv taps, C = conv channels */
+    float *dt_bias;                   /* [Hv] */
+    float *neg_exp_A;                 /* [Hv] -exp(A_log) */
+    float *norm;                      /* [dv] gated RMSNorm weight (plain scale, not 1+w) */
+} q35_gdn_weights;
+
+typedef struct q35_attn_weights {     /* gated full attention */
+    q35_tensor q;                     /* [n_heads*head_dim*(gate?2:1), H]; per head: query rows then gate rows */
+    q35_tensor k;                     /* [n_kv*head_dim, H] */
+    q35_tensor v;                     /* [n_kv*head_dim, H] */
+    q35_tensor o;                     /* [H, n_heads*head_dim] */
+    float *q_norm;                    /* [head_dim] effective scale 1+w */
+    float *k_norm;                    /* [head_dim] effective scale 1+w */
+} q35_attn_weights;
+
+typedef struct q35_layer_weights {
+    int is_full;                      /* 1: attention, 0: Gated DeltaNet */
+    float *in_norm;                   /* [H] effective scale 1+w */
+    float *post_norm;                 /* [H] effective scale 1+w */
+    q35_gdn_weights gdn;
+    q35_attn_weights attn;
+    q35_tensor mlp_gate;              /* [F, H] */
+    q35_tensor mlp_up;                /* [F, H] */
+    q35_tensor mlp_down;              /* [H, F] */
+} q35_layer_weights;
+
+struct q35_model {
+    q35_config cfg;
+    q35_st_index st;                  /* the mapped safetensors files */
+    q35_tensor embed;                 /* [V, H] */
+    q35_tensor lm_head;               /* [V, H] (the embedding when tied) */
+    float *final_norm;                /* [H] effective scale 1+w */
+    q35_layer_weights *layers;        /* [n_layers] */
+    float *small;                     /* one allocation holding every float array above */
+    size_t weight_bytes;              /* bytes of the bound text tensors */
+    char *dir;
+};
+
+/* Bind tensors of an opened index to a model (used by q35_model_load and tests). */
+q35_status q35_model_bind(struct q35_model *m, const char *what);
+#endif

@@ -1,0 +1,54 @@
+/* A tensor as the engine sees it: dtype + shape + a pointer into a mapped file (or owned memory).
+ * Precision is data: kernels dispatch on `dtype`, layer code never looks at element bytes. */
+#ifndef Q35_MODEL_TENSOR_H
+#define Q35_MODEL_TENSOR_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum q35_dtype {
+    Q35_DT_F32 = 0,
+    Q35_DT_F16,
+    Q35_DT_BF16,
+    Q35_DT_F64,
+    Q35_DT_I64,
+    Q35_DT_I32,
+    Q35_DT_I16,
+    Q35_DT_I8,
+    Q35_DT_U8,
+    Q35_DT_BOOL,
+    Q35_DT_COUNT
+} q35_dtype;
+
+#define Q35_MAX_DIMS 6
+
+typedef struct q35_tensor {
+    const char *name;              /* as stored in the file (owned by the file index) */
+    q35_dtype dtype;
+    int ndim;
+    int64_t shape[Q35_MAX_DIMS];   /* PyTorch order: shape[0] is the slowest axis ([out, in] for Linear) */
+    const void *data;              /* [numel] elements of dtype, little-endian */
+    size_t nbytes;
+} q35_tensor;
+
+size_t q35_dtype_size(q35_dtype t);
+const char *q35_dtype_name(q35_dtype t);
+/* Parses a safetensors dtype string ("BF16", "F32", ...); returns -1 if unknown. */
+int q35_dtype_from_safetensors(const char *s);
+int64_t q35_tensor_numel(const q35_tensor *t);
+
+/* Element conversions. */
+static inline float q35_bf16_to_f32(uint16_t h) {
+    union { uint32_t u; float f; } v = {(uint32_t)h << 16};
+    return v.f;
+}
+static inline uint16_t q35_f32_to_bf16(float f) { /* round to nearest, ties to even; NaN stays NaN */
+    union { float f; uint32_t u; } v = {f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40);
+    uint32_t lsb = (v.u >> 16) & 1u;
+    return (uint16_t)((v.u + 0x7fffu + lsb) >> 16);
+}
+float q35_f16_to_f32(uint16_t h);
+
+/* Element i of a float tensor (F32, F16, BF16) as float32; used for small vectors at load time. */
+float q35_tensor_get_f32(const q35_tensor *t, int64_t i);
+#endif

@@ -1,0 +1,64 @@
+/* The forward pass: embeddings, a flat loop over layers (one forward function per layer kind),
+ * final norm, LM head — for a batch of tokens, processed in chunks of the scratch capacity. */
+#include <string.h>
+
+#include "core/err.h"
+#include "kernels/kernels.h"
+#include "layers/layers.h"
+#include "runtime/state.h"
+
+static void forward_chunk(q35_session *s, const int32_t *tokens, int n) {
+    const q35_model *m = s->m;
+    const q35_config *c = &m->cfg;
+    q35_scratch *sc = &s->sc;
+    const int H = c->hidden;
+    const size_t C = q35_cfg_conv_channels(c), kvw = (size_t)c->n_kv_heads * c->head_dim;
+    const size_t rec_sz = (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim;
+
+    for (int t = 0; t < n; t++) {
+        q35_tensor_row_f32(&m->embed, tokens[t], sc->x + (size_t)t * H);
+        for (int j = 0; j < 3; j++) sc->pos3[3 * t + j] = s->pos + t; /* text: T = H = W = position */
+    }
+    for (int il = 0; il < c->n_layers; il++) {
+        const q35_layer_weights *L = &m->layers[il];
+        const int slot = s->slot[il];
+        for (int t = 0; t < n; t++) q35_rmsnorm(sc->x + (size_t)t * H, L->in_norm, H, c->rms_eps, sc->xn + (size_t)t * H);
+        if (L->is_full)
+            q35_attn_forward(c, &L->attn, s->k_cache + (size_t)slot * s->n_ctx * kvw, s->v_cache + (size_t)slot * s->n_ctx * kvw, sc, n,
+                             s->pos, sc->pos3, s->inv_freq);
+        else
+            q35_gdn_forward(c, &L->gdn, s->conv + (size_t)slot * (c->conv_kernel - 1) * C, s->rec + (size_t)slot * rec_sz, sc, n);
+        for (size_t i = 0; i < (size_t)n * H; i++) sc->x[i] += sc->out[i];
+        for (int t = 0; t < n; t++) q35_rmsnorm(sc->x + (size_t)t * H, L->post_norm, H, c->rms_eps, sc->xn + (size_t)t * H);
+        q35_mlp_forward(c, L, sc, n);
+        for (size_t i = 0; i < (size_t)n * H; i++) sc->x[i] += sc->out[i];
+    }
+    s->pos += n;
+}
+
+q35_status q35_session_eval(q35_session *s, const int32_t *tokens, int n, float *logits, float *all_logits) {
+    const q35_model *m = s->m;
+    const q35_config *c = &m->cfg;
+    if (n < 0 || (n > 0 && !tokens)) return q35_fail(Q35_ERR_ARG, "eval: bad token batch");
+    if (n == 0) return Q35_OK;
+    if (n > s->n_ctx - s->pos)
+        return q35_fail(Q35_ERR_CONTEXT, "the context holds %d tokens: %d already used, %d more do not fit", s->n_ctx, s->pos, n);
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= c->vocab)
+            return q35_fail(Q35_ERR_ARG, "token id %d at index %d is outside the vocabulary [0, %d)", tokens[i], i, c->vocab);
+    const int H = c->hidden;
+    q35_scratch *sc = &s->sc;
+    for (int start = 0; start < n; start += sc->cap) {
+        const int nb = n - start < sc->cap ? n - start : sc->cap;
+        forward_chunk(s, tokens + start, nb);
+        if (all_logits) {
+            for (int t = 0; t < nb; t++) q35_rmsnorm(sc->x + (size_t)t * H, m->final_norm, H, c->rms_eps, sc->xn + (size_t)t * H);
+            q35_matmul(&m->lm_head, sc->xn, nb, all_logits + (size_t)start * c->vocab);
+        }
+        if (logits && start + nb == n) {
+            q35_rmsnorm(sc->x + (size_t)(nb - 1) * H, m->final_norm, H, c->rms_eps, sc->xn);
+            q35_matmul(&m->lm_head, sc->xn, 1, logits);
+        }
+    }
+    return Q35_OK;
+}

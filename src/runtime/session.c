@@ -1,0 +1,93 @@
+/* Sessions: one sequence's state (conv FIFO, recurrent state, KV cache) and its chunk scratch. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "runtime/state.h"
+
+#define Q35_CHUNK 64 /* tokens per forward chunk (prompt processing) */
+
+size_t q35_state_bytes(const q35_config *c, int n_ctx) {
+    const size_t C = (size_t)q35_cfg_conv_channels(c);
+    return sizeof(float) * ((size_t)c->n_linear * ((size_t)(c->conv_kernel - 1) * C +
+                                                   (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim) +
+                            2 * (size_t)c->n_full * n_ctx * c->n_kv_heads * c->head_dim);
+}
+
+static float *alloc_f(size_t n, int *fail) {
+    float *p = calloc(n ? n : 1, sizeof(float));
+    if (!p) *fail = 1;
+    return p;
+}
+
+q35_status q35_session_new(q35_model *m, int n_ctx, q35_session **out) {
+    *out = NULL;
+    const q35_config *c = &m->cfg;
+    if (n_ctx < 0) return q35_fail(Q35_ERR_ARG, "context size %d must be positive", n_ctx);
+    if (n_ctx == 0) n_ctx = 4096 < c->max_pos ? 4096 : c->max_pos;
+    if (n_ctx > c->max_pos)
+        return q35_fail(Q35_ERR_ARG, "context size %d is more than the model's max_position_embeddings (%d)", n_ctx, c->max_pos);
+    q35_session *s = calloc(1, sizeof *s);
+    if (!s) return q35_fail(Q35_ERR_NOMEM, "out of memory");
+    s->m = m;
+    s->n_ctx = n_ctx;
+    const size_t H = c->hidden, C = q35_cfg_conv_channels(c), vd = (size_t)c->lin_v_heads * c->lin_v_dim;
+    const size_t hd = c->head_dim, nq = (size_t)c->n_heads * hd * (c->attn_output_gate ? 2 : 1), kvw = (size_t)c->n_kv_heads * hd;
+    const size_t B = Q35_CHUNK;
+    int fail = 0;
+    s->slot = calloc((size_t)c->n_layers, sizeof *s->slot);
+    if (!s->slot) fail = 1;
+    for (int i = 0, nl = 0, nf = 0; s->slot && i < c->n_layers; i++) s->slot[i] = c->layer_full[i] ? nf++ : nl++;
+    s->conv = alloc_f((size_t)c->n_linear * (c->conv_kernel - 1) * C, &fail);
+    s->rec = alloc_f((size_t)c->n_linear * c->lin_v_heads * c->lin_k_dim * c->lin_v_dim, &fail);
+    s->k_cache = alloc_f((size_t)c->n_full * n_ctx * kvw, &fail);
+    s->v_cache = alloc_f((size_t)c->n_full * n_ctx * kvw, &fail);
+    s->inv_freq = alloc_f((size_t)c->rope_dim / 2, &fail);
+    q35_scratch *sc = &s->sc;
+    sc->cap = (int)B;
+    sc->x = alloc_f(B * H, &fail);
+    sc->xn = alloc_f(B * H, &fail);
+    sc->proj = alloc_f(B * (C > nq ? C : nq), &fail);
+    sc->proj2 = alloc_f(B * (vd > 2 * kvw ? vd : 2 * kvw), &fail);
+    sc->ba = alloc_f(B * 2 * (size_t)c->lin_v_heads, &fail);
+    const size_t q = vd > (size_t)c->n_heads * hd ? vd : (size_t)c->n_heads * hd;
+    sc->core = alloc_f(B * q, &fail);
+    sc->ff = alloc_f(B * 2 * (size_t)c->intermediate, &fail);
+    sc->out = alloc_f(B * H, &fail);
+    sc->scores = alloc_f((size_t)n_ctx, &fail);
+    sc->rope_cos = alloc_f(B * (size_t)c->rope_dim / 2, &fail);
+    sc->rope_sin = alloc_f(B * (size_t)c->rope_dim / 2, &fail);
+    sc->pos3 = calloc(B * 3, sizeof(int));
+    if (!sc->pos3) fail = 1;
+    if (fail) {
+        q35_session_free(s);
+        return q35_fail(Q35_ERR_NOMEM, "out of memory for a session of %d tokens (%.1f MB of state)", n_ctx,
+                        q35_state_bytes(c, n_ctx) / 1e6);
+    }
+    for (int i = 0; i < c->rope_dim / 2; i++)
+        s->inv_freq[i] = 1.0f / powf((float)c->rope_theta, (float)(2 * i) / (float)c->rope_dim);
+    *out = s;
+    return Q35_OK;
+}
+
+void q35_session_free(q35_session *s) {
+    if (!s) return;
+    q35_scratch *sc = &s->sc;
+    free(sc->x); free(sc->xn); free(sc->proj); free(sc->proj2); free(sc->ba); free(sc->core); free(sc->ff);
+    free(sc->out); free(sc->scores); free(sc->rope_cos); free(sc->rope_sin); free(sc->pos3);
+    free(s->slot); free(s->conv); free(s->rec); free(s->k_cache); free(s->v_cache); free(s->inv_freq);
+    free(s);
+}
+
+void q35_session_reset(q35_session *s) {
+    const q35_config *c = &s->m->cfg;
+    const size_t C = q35_cfg_conv_channels(c);
+    memset(s->conv, 0, sizeof(float) * (size_t)c->n_linear * (c->conv_kernel - 1) * C);
+    memset(s->rec, 0, sizeof(float) * (size_t)c->n_linear * c->lin_v_heads * c->lin_k_dim * c->lin_v_dim);
+    s->pos = 0; /* the KV cache beyond pos is never read */
+}
+
+int q35_session_pos(const q35_session *s) { return s->pos; }
+int q35_session_ctx(const q35_session *s) { return s->n_ctx; }
+const q35_model *q35_session_model(const q35_session *s) { return s->m; }

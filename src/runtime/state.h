@@ -1,0 +1,38 @@
+/* Per-sequence runtime state and the scratch activations of one chunk of tokens. Everything is
+ * allocated at session creation: the token loop never allocates. */
+#ifndef Q35_RUNTIME_STATE_H
+#define Q35_RUNTIME_STATE_H
+#include "model/model.h"
+
+typedef struct q35_scratch {
+    int cap;           /* B: tokens per chunk these buffers hold */
+    float *x;          /* [B][H] residual stream */
+    float *xn;         /* [B][H] normed input of the current sub-layer */
+    float *proj;       /* [B][P] main projection: GDN qkv (C) or attention q(+gate) ; P = max of both */
+    float *proj2;      /* [B][P2] GDN z (Hv*dv) or attention k|v (2*n_kv*hd) */
+    float *ba;         /* [B][2*Hv] GDN beta and decay logits */
+    float *core;       /* [B][Q] core output before out/o_proj: GDN Hv*dv or attention n_heads*hd */
+    float *ff;         /* [B][2F] MLP gate | up */
+    float *out;        /* [B][H] sub-layer output */
+    float *scores;     /* [n_ctx] attention scores of one head */
+    float *rope_cos;   /* [B][rope_dim/2] */
+    float *rope_sin;   /* [B][rope_dim/2] */
+    int *pos3;         /* [B][3] (T, H, W) M-RoPE positions of the chunk's tokens */
+} q35_scratch;
+
+struct q35_session {
+    const q35_model *m;
+    int n_ctx;         /* KV positions available */
+    int pos;           /* tokens evaluated so far (next position) */
+    int *slot;         /* [n_layers] index of the layer among its kind (linear or full) */
+    float *conv;       /* [n_linear][K-1][C] last K-1 pre-conv qkv rows, oldest first */
+    float *rec;        /* [n_linear][Hv][dk][dv] recurrent state, fp32 */
+    float *k_cache;    /* [n_full][n_ctx][n_kv*hd] post-norm, post-RoPE keys */
+    float *v_cache;    /* [n_full][n_ctx][n_kv*hd] values */
+    float *inv_freq;   /* [rope_dim/2] */
+    q35_scratch sc;
+};
+
+/* Bytes the recurrent + KV state of one session takes. */
+size_t q35_state_bytes(const q35_config *c, int n_ctx);
+#endif

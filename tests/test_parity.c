@@ -1,0 +1,222 @@
+/* Parity against the Hugging Face reference (tools/oracle): for every fixture under
+ * tests/data/models/ with a reference.safetensors, logits at every prompt position within 1e-4
+ * (absolute, or relative to the largest logit), 32 greedy tokens equal, and a prompt evaluated at
+ * once equal to the same prompt evaluated token by token. Checkpoints too large to commit are
+ * regenerated from their seed (synthetic.json) and checked against the recorded checksums. */
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include "core/file.h"
+#include "formats/json.h"
+#include "formats/safetensors.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "q35.h"
+#include "test.h"
+
+static int copy_file(const char *from, const char *to) {
+    char *buf;
+    size_t len;
+    if (q35_read_file(from, 1u << 26, &buf, &len)) return -1;
+    FILE *f = fopen(to, "wb");
+    int ok = f && fwrite(buf, 1, len, f) == len;
+    if (f) fclose(f);
+    free(buf);
+    return ok ? 0 : -1;
+}
+
+/* Regenerate (when no model.safetensors is committed) or verify a synthetic checkpoint.
+ * Returns the directory to load from in out_dir. */
+static int prepare_model(const char *src, const char *name, char *out_dir, size_t cap) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/synthetic.json", src);
+    snprintf(out_dir, cap, "%s", src);
+    if (!q35_file_exists(path)) return 0;
+    cJSON *syn;
+    if (q35_json_load_file(path, 1u << 24, &syn)) {
+        fprintf(stderr, "  %s\n", q35_last_error());
+        return -1;
+    }
+    const cJSON *tensors = cJSON_GetObjectItemCaseSensitive(syn, "tensors");
+    const cJSON *seed_j = cJSON_GetObjectItemCaseSensitive(syn, "seed");
+    int n = cJSON_GetArraySize(tensors);
+    q35_synth_tensor *list = calloc((size_t)n, sizeof *list);
+    uint64_t *sums = calloc((size_t)n, sizeof *sums);
+    uint64_t seed = 0;
+    if (cJSON_IsString(seed_j)) seed = strtoull(seed_j->valuestring, NULL, 0);
+    else if (cJSON_IsNumber(seed_j)) seed = (uint64_t)seed_j->valuedouble;
+    for (int i = 0; i < n; i++) {
+        const cJSON *t = cJSON_GetArrayItem(tensors, i);
+        snprintf(list[i].name, sizeof list[i].name, "%s", cJSON_GetObjectItemCaseSensitive(t, "name")->valuestring);
+        list[i].dtype = strcmp(cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring, "F32") == 0 ? Q35_DT_F32 : Q35_DT_BF16;
+        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(t, "shape");
+        list[i].ndim = cJSON_GetArraySize(sh);
+        for (int d = 0; d < list[i].ndim; d++) list[i].shape[d] = (int64_t)cJSON_GetArrayItem(sh, d)->valuedouble;
+        sums[i] = strtoull(cJSON_GetObjectItemCaseSensitive(t, "fnv1a64")->valuestring, NULL, 16);
+    }
+    cJSON_Delete(syn);
+    snprintf(path, sizeof path, "%s/model.safetensors", src);
+    int committed = q35_file_exists(path);
+    if (!committed) {
+        snprintf(out_dir, cap, "%s/models/%s", test_work_dir(), name);
+        char cmd[4200];
+        snprintf(cmd, sizeof cmd, "%s/models", test_work_dir());
+        mkdir(cmd, 0755);
+        mkdir(out_dir, 0755);
+        char from[4096], to[4200];
+        snprintf(from, sizeof from, "%s/config.json", src);
+        snprintf(to, sizeof to, "%s/config.json", out_dir);
+        copy_file(from, to);
+        snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
+        if (!q35_file_exists(path) && q35_synth_write(path, seed, list, n)) {
+            fprintf(stderr, "  %s\n", q35_last_error());
+            free(list); free(sums);
+            return -1;
+        }
+    }
+    /* Every tensor's bytes must match the checksum the oracle recorded. */
+    q35_st_index st;
+    int bad = 0;
+    if (q35_st_open_file(path, &st)) {
+        fprintf(stderr, "  %s\n", q35_last_error());
+        bad = 1;
+    } else {
+        for (int i = 0; i < n; i++) {
+            const q35_tensor *t = q35_st_find(&st, list[i].name);
+            uint64_t h = t ? q35_fnv1a64(t->data, t->nbytes, Q35_FNV_OFFSET) : 0;
+            if (h != sums[i]) {
+                fprintf(stderr, "  %s: tensor %s checksum %016llx, oracle recorded %016llx\n", name, list[i].name, (unsigned long long)h,
+                        (unsigned long long)sums[i]);
+                bad++;
+            }
+        }
+        q35_st_close(&st);
+    }
+    free(list);
+    free(sums);
+    return bad ? -1 : 0;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+static void check_fixture(const char *name) {
+    char src[4096], dir[4096], path[4200];
+    snprintf(src, sizeof src, "%s/models/%s", test_data_dir(), name);
+    snprintf(path, sizeof path, "%s/reference.safetensors", src);
+    CHECK(prepare_model(src, name, dir, sizeof dir) == 0, "%s: synthetic checkpoint does not match the oracle", name);
+    q35_st_index ref;
+    if (q35_st_open_file(path, &ref)) {
+        CHECK(0, "%s", q35_last_error());
+        return;
+    }
+    q35_model *m;
+    q35_status st = q35_model_load(dir, &m);
+    CHECK(st == Q35_OK, "%s: %s", name, q35_last_error());
+    if (st) {
+        q35_st_close(&ref);
+        return;
+    }
+    const int V = m->cfg.vocab;
+    double worst = 0;
+    int n_prompts = 0, greedy_ok = 0;
+    for (int p = 0;; p++) {
+        char key[128];
+        snprintf(key, sizeof key, "prompt.%d.ids", p);
+        const q35_tensor *ids_t = q35_st_find(&ref, key);
+        if (!ids_t) break;
+        n_prompts++;
+        snprintf(key, sizeof key, "prompt.%d.logits", p);
+        const q35_tensor *lg_t = q35_st_find(&ref, key);
+        snprintf(key, sizeof key, "prompt.%d.greedy", p);
+        const q35_tensor *gr_t = q35_st_find(&ref, key);
+        CHECK(lg_t && gr_t && lg_t->dtype == Q35_DT_F32 && ids_t->dtype == Q35_DT_I32, "%s: prompt %d reference incomplete", name, p);
+        if (!lg_t || !gr_t) continue;
+        const int T = (int)ids_t->shape[0], G = (int)gr_t->shape[0];
+        const int32_t *ids = ids_t->data, *greedy = gr_t->data;
+        const float *ref_logits = lg_t->data;
+        CHECK(lg_t->shape[1] == V, "%s: reference vocab %lld != model vocab %d", name, (long long)lg_t->shape[1], V);
+        q35_session *s;
+        CHECK(q35_session_new(m, T + G + 1, &s) == Q35_OK, "%s", q35_last_error());
+        float *all = malloc(sizeof(float) * (size_t)T * V), *last = malloc(sizeof(float) * V);
+        CHECK(q35_session_eval(s, ids, T, NULL, all) == Q35_OK, "%s", q35_last_error());
+        for (int t = 0; t < T; t++) {
+            const float *r = ref_logits + (size_t)t * V, *o = all + (size_t)t * V;
+            float mx = 1.0f, diff = 0;
+            for (int i = 0; i < V; i++) mx = fabsf(r[i]) > mx ? fabsf(r[i]) : mx;
+            for (int i = 0; i < V; i++) diff = fabsf(r[i] - o[i]) > diff ? fabsf(r[i] - o[i]) : diff;
+            if (diff / mx > worst) worst = diff / mx;
+            CHECK(diff <= 1e-4f * mx, "%s prompt %d position %d: max |logit - ref| = %g (largest logit %g)", name, p, t, diff, mx);
+        }
+        /* Greedy continuation from the prompt's state. */
+        int tok = argmax(all + (size_t)(T - 1) * V, V), ok = 1;
+        for (int g = 0; g < G; g++) {
+            if (tok != greedy[g]) {
+                CHECK(0, "%s prompt %d greedy step %d: got %d, reference %d", name, p, g, tok, greedy[g]);
+                ok = 0;
+                break;
+            }
+            if (q35_session_eval(s, &tok, 1, last, NULL)) { CHECK(0, "%s", q35_last_error()); ok = 0; break; }
+            tok = argmax(last, V);
+        }
+        greedy_ok += ok;
+        /* The same prompt token by token must give the same logits. */
+        q35_session_reset(s);
+        float maxd = 0;
+        for (int t = 0; t < T; t++) {
+            q35_session_eval(s, ids + t, 1, last, NULL);
+            for (int i = 0; i < V; i++) {
+                float d = fabsf(last[i] - all[(size_t)t * V + i]);
+                maxd = d > maxd ? d : maxd;
+            }
+        }
+        CHECK(maxd <= 1e-5f, "%s prompt %d: token-by-token differs from batched by %g", name, p, maxd);
+        free(all);
+        free(last);
+        q35_session_free(s);
+    }
+    CHECK(n_prompts > 0, "%s: no prompts in the reference", name);
+    printf("# %s: %d prompts, worst logit error %.3g (relative to max(1, largest |logit|)), greedy equal on %d/%d\n", name, n_prompts,
+           worst, greedy_ok, n_prompts);
+    q35_model_free(m);
+    q35_st_close(&ref);
+}
+
+static char fixtures[32][256];
+static int n_fixtures;
+
+static void list_fixtures(void) {
+    char d[4096];
+    snprintf(d, sizeof d, "%s/models", test_data_dir());
+    DIR *dir = opendir(d);
+    if (!dir) return;
+    struct dirent *e;
+    while ((e = readdir(dir)) && n_fixtures < 32) {
+        if (e->d_name[0] == '.') continue;
+        char p[4400];
+        snprintf(p, sizeof p, "%s/%s/reference.safetensors", d, e->d_name);
+        if (q35_file_exists(p)) snprintf(fixtures[n_fixtures++], 256, "%s", e->d_name);
+    }
+    closedir(dir);
+    qsort(fixtures, (size_t)n_fixtures, sizeof fixtures[0], (int (*)(const void *, const void *))strcmp);
+}
+
+int main(int argc, char **argv) {
+    list_fixtures();
+    if (n_fixtures == 0) {
+        printf("not ok parity (no fixtures under %s/models)\n", test_data_dir());
+        return 1;
+    }
+    for (int i = 0; i < n_fixtures; i++) {
+        if (argc > 1 && strcmp(argv[1], fixtures[i]) != 0) continue;
+        t_fail_count = 0;
+        check_fixture(fixtures[i]);
+        printf("%s parity_%s\n", t_fail_count ? "not ok" : "ok", fixtures[i]);
+        if (t_fail_count) t_total_failed++;
+    }
+    TEST_EXIT();
+}
