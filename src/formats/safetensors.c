@@ -281,6 +281,13 @@ const q35_tensor *q35_st_find(const q35_st_index *idx, const char *name) {
     return NULL;
 }
 
+const char *q35_st_path_of(const q35_st_index *idx, const q35_tensor *t) {
+    const unsigned char *p = t->data;
+    for (int i = 0; i < idx->n_files; i++)
+        if (p >= idx->maps[i].data && p < idx->maps[i].data + idx->maps[i].size) return idx->paths[i];
+    return idx->n_files == 1 ? idx->paths[0] : "(safetensors)";
+}
+
 void q35_st_close(q35_st_index *idx) {
     for (int i = 0; i < idx->n_files; i++) {
         q35_unmap_file(&idx->maps[i]);

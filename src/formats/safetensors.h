@@ -21,6 +21,8 @@ typedef struct q35_st_index {
 q35_status q35_st_open_dir(const char *dir, q35_st_index *idx);
 /* Open one .safetensors file. */
 q35_status q35_st_open_file(const char *path, q35_st_index *idx);
+/* The path of the file holding t (for messages). */
+const char *q35_st_path_of(const q35_st_index *idx, const q35_tensor *t);
 const q35_tensor *q35_st_find(const q35_st_index *idx, const char *name);
 void q35_st_close(q35_st_index *idx);
 #endif

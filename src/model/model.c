@@ -21,15 +21,16 @@ static q35_status find(binder *b, const char *name, int ndim, const int64_t *sha
     snprintf(full, sizeof full, "%s%s", b->prefix, name);
     const q35_tensor *t = q35_st_find(&b->m->st, full);
     if (!t) return q35_fail(Q35_ERR_MISSING, "%s: missing tensor '%s'", b->what, full);
+    const char *file = q35_st_path_of(&b->m->st, t);
     if (t->dtype != Q35_DT_F32 && t->dtype != Q35_DT_BF16 && t->dtype != Q35_DT_F16)
-        return q35_fail(Q35_ERR_DTYPE, "%s: tensor '%s' has dtype %s, expected bf16, f16 or f32", b->what, full, q35_dtype_name(t->dtype));
+        return q35_fail(Q35_ERR_DTYPE, "%s: tensor '%s' has dtype %s, expected bf16, f16 or f32", file, full, q35_dtype_name(t->dtype));
     int ok = t->ndim == ndim;
     for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
     if (!ok) {
         char want[96] = "", got[96] = "";
         for (int i = 0; i < ndim; i++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? ", " : "", (long long)shape[i]);
         for (int i = 0; i < t->ndim; i++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-        return q35_fail(Q35_ERR_SHAPE, "%s: tensor '%s' has shape [%s], expected [%s]", b->what, full, got, want);
+        return q35_fail(Q35_ERR_SHAPE, "%s: tensor '%s' has shape [%s], expected [%s]", file, full, got, want);
     }
     *out = *t;
     b->m->weight_bytes += t->nbytes;
