@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "core/err.h"
+#include "model/config.h"
 
 uint64_t q35_fnv1a64(const void *data, size_t n, uint64_t h) {
     const unsigned char *p = data;
@@ -101,5 +102,57 @@ q35_status q35_synth_write(const char *path, uint64_t seed, const q35_synth_tens
         unlink(tmp);
         return q35_fail(Q35_ERR_IO, "%s: write failed", path);
     }
+    return Q35_OK;
+}
+
+static void add(q35_synth_tensor *l, int *n, const char *prefix, const char *name, int layer, int64_t d0, int64_t d1, int64_t d2) {
+    q35_synth_tensor *t = &l[(*n)++];
+    char nm[160];
+    if (layer >= 0) snprintf(nm, sizeof nm, "layers.%d.%s", layer, name);
+    else snprintf(nm, sizeof nm, "%s", name);
+    snprintf(t->name, sizeof t->name, "%s%s", prefix, nm);
+    float center, scale;
+    t->ndim = d2 ? 3 : d1 ? 2 : 1;
+    t->shape[0] = d0, t->shape[1] = d1, t->shape[2] = d2;
+    t->dtype = q35_synth_rule(t->name, d1, &center, &scale);
+}
+
+q35_status q35_synth_list(const q35_config *c, q35_synth_tensor **list, int *n) {
+    q35_synth_tensor *l = calloc((size_t)c->n_layers * 16 + 4, sizeof *l);
+    if (!l) return q35_fail(Q35_ERR_NOMEM, "out of memory");
+    const char *p = c->is_wrapper ? "model.language_model." : "model.";
+    const int64_t H = c->hidden, F = c->intermediate, hd = c->head_dim;
+    const int64_t kd = (int64_t)c->lin_k_heads * c->lin_k_dim, vd = (int64_t)c->lin_v_heads * c->lin_v_dim;
+    int k = 0;
+    add(l, &k, p, "embed_tokens.weight", -1, c->vocab, H, 0);
+    for (int i = 0; i < c->n_layers; i++) {
+        add(l, &k, p, "input_layernorm.weight", i, H, 0, 0);
+        add(l, &k, p, "post_attention_layernorm.weight", i, H, 0, 0);
+        add(l, &k, p, "mlp.gate_proj.weight", i, F, H, 0);
+        add(l, &k, p, "mlp.up_proj.weight", i, F, H, 0);
+        add(l, &k, p, "mlp.down_proj.weight", i, H, F, 0);
+        if (c->layer_full[i]) {
+            add(l, &k, p, "self_attn.q_proj.weight", i, c->n_heads * hd * (c->attn_output_gate ? 2 : 1), H, 0);
+            add(l, &k, p, "self_attn.k_proj.weight", i, c->n_kv_heads * hd, H, 0);
+            add(l, &k, p, "self_attn.v_proj.weight", i, c->n_kv_heads * hd, H, 0);
+            add(l, &k, p, "self_attn.o_proj.weight", i, H, c->n_heads * hd, 0);
+            add(l, &k, p, "self_attn.q_norm.weight", i, hd, 0, 0);
+            add(l, &k, p, "self_attn.k_norm.weight", i, hd, 0, 0);
+        } else {
+            add(l, &k, p, "linear_attn.in_proj_qkv.weight", i, 2 * kd + vd, H, 0);
+            add(l, &k, p, "linear_attn.in_proj_z.weight", i, vd, H, 0);
+            add(l, &k, p, "linear_attn.in_proj_b.weight", i, c->lin_v_heads, H, 0);
+            add(l, &k, p, "linear_attn.in_proj_a.weight", i, c->lin_v_heads, H, 0);
+            add(l, &k, p, "linear_attn.conv1d.weight", i, 2 * kd + vd, 1, c->conv_kernel);
+            add(l, &k, p, "linear_attn.dt_bias", i, c->lin_v_heads, 0, 0);
+            add(l, &k, p, "linear_attn.A_log", i, c->lin_v_heads, 0, 0);
+            add(l, &k, p, "linear_attn.norm.weight", i, c->lin_v_dim, 0, 0);
+            add(l, &k, p, "linear_attn.out_proj.weight", i, H, vd, 0);
+        }
+    }
+    add(l, &k, p, "norm.weight", -1, H, 0, 0);
+    if (!c->tie_embeddings) add(l, &k, "", "lm_head.weight", -1, c->vocab, H, 0);
+    *list = l;
+    *n = k;
     return Q35_OK;
 }

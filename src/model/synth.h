@@ -21,6 +21,11 @@ uint64_t q35_fnv1a64(const void *data, size_t n, uint64_t h);
 q35_dtype q35_synth_rule(const char *name, int64_t in_features, float *center, float *scale);
 /* Fill out[numel] with the tensor's values in its dtype. */
 void q35_synth_fill(const char *name, uint64_t seed, q35_dtype dtype, float center, float scale, int64_t numel, void *out);
+struct q35_config;
+/* The text tensors of a config, named as a Hugging Face checkpoint stores them (prefix
+ * "model.language_model." for the multimodal wrapper, "model." for a text-only config; lm_head.weight
+ * when not tied). *list is malloc'd. */
+q35_status q35_synth_list(const struct q35_config *c, q35_synth_tensor **list, int *n);
 /* Write a safetensors file holding the tensors in list order (atomically: tmp file + rename). */
 q35_status q35_synth_write(const char *path, uint64_t seed, const q35_synth_tensor *list, int n);
 #endif
