@@ -36,7 +36,7 @@ static void check_fixture(const char *name) {
         int64_t numel = 1;
         for (int d = 0; d < list[i].ndim; d++) numel *= list[i].shape[d];
         float center, scale;
-        q35_synth_rule(list[i].name, list[i].ndim >= 2 ? list[i].shape[list[i].ndim - 1] : 1, &center, &scale);
+        q35_synth_rule(list[i].name, list[i].ndim, list[i].shape, &center, &scale);
         size_t bytes = (size_t)numel * q35_dtype_size(list[i].dtype);
         void *buf = malloc(bytes);
         q35_synth_fill(list[i].name, seed, list[i].dtype, center, scale, numel, buf);

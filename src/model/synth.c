@@ -23,7 +23,7 @@ static int ends_with(const char *s, const char *suffix) {
     return a >= b && strcmp(s + a - b, suffix) == 0;
 }
 
-q35_dtype q35_synth_rule(const char *name, int64_t in_features, float *center, float *scale) {
+q35_dtype q35_synth_rule(const char *name, int ndim, const int64_t *shape, float *center, float *scale) {
     *center = 0.0f;
     if (ends_with(name, "linear_attn.A_log")) { *scale = 1.0f; return Q35_DT_F32; }
     if (ends_with(name, "linear_attn.norm.weight")) { *center = 1.0f; *scale = 0.1f; return Q35_DT_F32; }
@@ -32,7 +32,10 @@ q35_dtype q35_synth_rule(const char *name, int64_t in_features, float *center, f
     if (ends_with(name, "norm.weight")) { *scale = 0.1f; return Q35_DT_BF16; }
     if (ends_with(name, "embed_tokens.weight") || ends_with(name, "lm_head.weight")) { *scale = 0.1f; return Q35_DT_BF16; }
     if (ends_with(name, ".bias")) { *scale = 0.02f; return Q35_DT_BF16; }
-    *scale = (float)(1.0 / sqrt((double)(in_features > 0 ? in_features : 1)));
+    if (ndim == 1) { *center = 1.0f; *scale = 0.1f; return Q35_DT_BF16; } /* vision LayerNorm weights */
+    int64_t fan_in = 1; /* [out, in, ...]: every axis after the first */
+    for (int d = 1; d < ndim; d++) fan_in *= shape[d];
+    *scale = (float)(1.0 / sqrt((double)fan_in));
     return Q35_DT_BF16;
 }
 
@@ -89,7 +92,7 @@ q35_status q35_synth_write(const char *path, uint64_t seed, const q35_synth_tens
         int64_t numel = 1;
         for (int d = 0; d < t->ndim; d++) numel *= t->shape[d];
         float center, scale;
-        q35_synth_rule(t->name, t->ndim >= 2 ? t->shape[t->ndim - 1] : 1, &center, &scale);
+        q35_synth_rule(t->name, t->ndim, t->shape, &center, &scale);
         size_t bytes = (size_t)numel * q35_dtype_size(t->dtype);
         void *buf = malloc(bytes ? bytes : 1);
         if (!buf) { ok = 0; break; }
@@ -114,7 +117,7 @@ static void add(q35_synth_tensor *l, int *n, const char *prefix, const char *nam
     float center, scale;
     t->ndim = d2 ? 3 : d1 ? 2 : 1;
     t->shape[0] = d0, t->shape[1] = d1, t->shape[2] = d2;
-    t->dtype = q35_synth_rule(t->name, d1, &center, &scale);
+    t->dtype = q35_synth_rule(t->name, t->ndim, t->shape, &center, &scale);
 }
 
 q35_status q35_synth_list(const q35_config *c, q35_synth_tensor **list, int *n) {

@@ -18,7 +18,7 @@ uint64_t q35_fnv1a64(const void *data, size_t n, uint64_t h);
 #define Q35_FNV_OFFSET 0xcbf29ce484222325ull
 
 /* The (dtype, center, scale) rule of a tensor name; returns the dtype. */
-q35_dtype q35_synth_rule(const char *name, int64_t in_features, float *center, float *scale);
+q35_dtype q35_synth_rule(const char *name, int ndim, const int64_t *shape, float *center, float *scale);
 /* Fill out[numel] with the tensor's values in its dtype. */
 void q35_synth_fill(const char *name, uint64_t seed, q35_dtype dtype, float center, float scale, int64_t numel, void *out);
 struct q35_config;

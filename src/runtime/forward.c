@@ -7,7 +7,7 @@
 #include "layers/layers.h"
 #include "runtime/state.h"
 
-static void forward_chunk(q35_session *s, const int32_t *tokens, int n) {
+static void forward_chunk(q35_session *s, const int32_t *tokens, int n, int start, int total) {
     const q35_model *m = s->m;
     const q35_config *c = &m->cfg;
     q35_scratch *sc = &s->sc;
@@ -19,6 +19,10 @@ static void forward_chunk(q35_session *s, const int32_t *tokens, int n) {
         q35_tensor_row_f32(&m->embed, tokens[t], sc->x + (size_t)t * H);
         for (int j = 0; j < 3; j++) sc->pos3[3 * t + j] = s->pos + t; /* text: T = H = W = position */
     }
+#define DEBUG_CAPTURE(l)                                                                                  \
+    if (s->debug_hidden)                                                                                \
+        memcpy(s->debug_hidden + ((size_t)(l) * total + start) * H, sc->x, sizeof(float) * (size_t)n * H);
+    DEBUG_CAPTURE(0);
     for (int il = 0; il < c->n_layers; il++) {
         const q35_layer_weights *L = &m->layers[il];
         const int slot = s->slot[il];
@@ -32,7 +36,9 @@ static void forward_chunk(q35_session *s, const int32_t *tokens, int n) {
         for (int t = 0; t < n; t++) q35_rmsnorm(sc->x + (size_t)t * H, L->post_norm, H, c->rms_eps, sc->xn + (size_t)t * H);
         q35_mlp_forward(c, L, sc, n);
         for (size_t i = 0; i < (size_t)n * H; i++) sc->x[i] += sc->out[i];
+        DEBUG_CAPTURE(il + 1);
     }
+#undef DEBUG_CAPTURE
     s->pos += n;
 }
 
@@ -50,7 +56,7 @@ q35_status q35_session_eval(q35_session *s, const int32_t *tokens, int n, float 
     q35_scratch *sc = &s->sc;
     for (int start = 0; start < n; start += sc->cap) {
         const int nb = n - start < sc->cap ? n - start : sc->cap;
-        forward_chunk(s, tokens + start, nb);
+        forward_chunk(s, tokens + start, nb, start, n);
         if (all_logits) {
             for (int t = 0; t < nb; t++) q35_rmsnorm(sc->x + (size_t)t * H, m->final_norm, H, c->rms_eps, sc->xn + (size_t)t * H);
             q35_matmul(&m->lm_head, sc->xn, nb, all_logits + (size_t)start * c->vocab);

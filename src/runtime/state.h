@@ -31,6 +31,7 @@ struct q35_session {
     float *v_cache;    /* [n_full][n_ctx][n_kv*hd] values */
     float *inv_freq;   /* [rope_dim/2] */
     q35_scratch sc;
+    float *debug_hidden; /* [n_layers+1][n][H] when set (tests): residual stream after each layer, for one eval call */
 };
 
 /* Bytes the recurrent + KV state of one session takes. */
