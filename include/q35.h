@@ -77,8 +77,10 @@ q35_status q35_tokenizer_load(const char *dir, q35_tokenizer **out);
 q35_status q35_tokenizer_load_file(const char *tokenizer_json_path, q35_tokenizer **out);
 void q35_tokenizer_free(q35_tokenizer *t);
 int q35_tokenizer_vocab_size(const q35_tokenizer *t);  /* 1 + the largest id */
-/* Encode UTF-8 text. Added tokens (special and not) are matched when parse_special != 0.
- * *ids is malloc'd; free() it. Invalid UTF-8 bytes are documented in README (Tokenizer). */
+/* Encode UTF-8 text (no BOS/EOS added). parse_special != 0: every added token in the text is matched;
+ * 0: special added tokens (<|im_start|>, ...) are plain text, non-special ones (<think>, ...) still
+ * match. Each maximal invalid UTF-8 subsequence reads as one U+FFFD (Python's decode 'replace').
+ * *ids is malloc'd; free() it. */
 q35_status q35_tokenize(const q35_tokenizer *t, const char *text, size_t len, int parse_special,
                         int32_t **ids, size_t *n_ids);
 /* Id of an exact token string (added or regular), or -1. */
