@@ -148,13 +148,13 @@ void cli_gen_defaults(cli_gen *g, const char *dir) {
 void cli_gen_help(FILE *f) {
     fprintf(f,
             "  -n N                  max tokens to generate (default 256)\n"
-            "  --temp T              temperature; 0 = greedy (default: generation_config.json, else 1.0)\n"
+            "  --temp T              temperature; 0 = argmax after penalties (default: generation_config.json, else 1.0)\n"
             "  --top-k K             keep the K most likely tokens; 0 = off (default 20)\n"
             "  --top-p P             nucleus sampling; 1 = off (default 1.0)\n"
             "  --min-p P             drop tokens below P x the best probability; 0 = off (default 0)\n"
             "  --presence-penalty X  subtract X from every token already generated (default 2.0)\n"
             "  --repeat-penalty X    CTRL repetition penalty over generated tokens; 1 = off (default 1.0)\n"
-            "  --greedy              same as --temp 0\n"
+            "  --greedy              argmax decoding with no penalties (what transformers' greedy search does)\n"
             "  --seed S              random seed (default: time); the same seed repeats a run\n"
             "  --ctx N               context size in tokens (default 4096, at most the model's maximum)\n"
             "  --think | --no-think  thinking mode on / off (default: the chat template's; off for 0.8B/2B)\n");
@@ -181,8 +181,10 @@ int cli_gen_option(cli_gen *g, int argc, char **argv, int *i) {
         if (cli_parse_float(TAKE(), a, -100, 100, &g->sp.presence_penalty)) return -1;
     } else if (!strcmp(a, "--repeat-penalty") || !strcmp(a, "--repetition-penalty")) {
         if (cli_parse_float(TAKE(), a, 0.01f, 100, &g->sp.repetition_penalty)) return -1;
-    } else if (!strcmp(a, "--greedy")) {
+    } else if (!strcmp(a, "--greedy")) { /* the exact path: argmax, no penalties */
         g->sp.temperature = 0;
+        g->sp.presence_penalty = 0;
+        g->sp.repetition_penalty = 1;
     } else if (!strcmp(a, "--seed")) {
         if (cli_parse_long(TAKE(), a, 0, 0x7fffffffffffffffL, &l)) return -1;
         g->sp.seed = (uint64_t)l;

@@ -1,0 +1,124 @@
+/* The q35 binary as a user runs it ($Q35_BIN): greedy ids and dumped logits equal the reference,
+ * bad input gives one line on stderr and a non-zero status, every subcommand has --help. */
+#include <sys/wait.h>
+
+#include "core/file.h"
+#include "formats/safetensors.h"
+#include "test.h"
+
+static char bin[1024];
+
+/* Run cmd (stdout to out_path, stderr to err_path); returns the exit status. */
+static int run(const char *cmd, const char *out_path, const char *err_path) {
+    char full[8192];
+    snprintf(full, sizeof full, "%s > %s 2> %s < /dev/null", cmd, out_path, err_path);
+    int st = system(full);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 255;
+}
+
+static char *slurp(const char *path) {
+    char *b;
+    size_t n;
+    if (q35_read_file(path, 1u << 26, &b, &n)) return strdup("");
+    return b;
+}
+
+static char out_p[1100], err_p[1100];
+
+static void test_generate_matches_reference(void) {
+    char dir[1024], refp[1100], ids[4096] = "", cmd[8192];
+    snprintf(dir, sizeof dir, "%s/models/tiny-vl", test_data_dir());
+    snprintf(refp, sizeof refp, "%s/reference.safetensors", dir);
+    q35_st_index ref;
+    if (q35_st_open_file(refp, &ref)) { CHECK(0, "%s", q35_last_error()); return; }
+    const q35_tensor *pi = q35_st_find(&ref, "prompt.0.ids"), *gr = q35_st_find(&ref, "prompt.0.greedy"),
+                     *lg = q35_st_find(&ref, "prompt.0.logits");
+    const int T = (int)pi->shape[0], G = (int)gr->shape[0], V = (int)lg->shape[1];
+    for (int i = 0; i < T; i++) snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", ((const int32_t *)pi->data)[i]);
+    char dump[1100];
+    snprintf(dump, sizeof dump, "%s/cli-logits.bin", test_work_dir());
+    snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids %s --print-ids --greedy -n %d --ctx 256 --dump-logits %s", bin, dir, ids, G, dump);
+    int rc = run(cmd, out_p, err_p);
+    CHECK(rc == 0, "exit %d: %s", rc, slurp(err_p));
+    char *out = slurp(out_p), *p = out;
+    int k = 0, ok = 1;
+    for (; k < G; k++) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p) break;
+        if (v != ((const int32_t *)gr->data)[k]) ok = 0;
+        p = end;
+    }
+    CHECK(ok && k == G, "greedy ids from the CLI differ from the reference (%d read): %s", k, out);
+    free(out);
+    char *err = slurp(err_p);
+    CHECK(strstr(err, "tok/s") != NULL, "speed report expected on stderr: %s", err);
+    free(err);
+    /* --dump-logits: [steps][V] float32; step 0 = logits of the last prompt position. */
+    char *d;
+    size_t n;
+    if (q35_read_file(dump, 1u << 28, &d, &n) == Q35_OK) {
+        CHECK(n == (size_t)G * V * sizeof(float), "dump has %zu bytes, expected %zu", n, (size_t)G * V * sizeof(float));
+        const float *got = (const float *)d, *want = (const float *)lg->data + (size_t)(T - 1) * V;
+        float md = 0;
+        for (int i = 0; i < V; i++) md = fabsf(got[i] - want[i]) > md ? fabsf(got[i] - want[i]) : md;
+        CHECK(md < 1e-4f, "dumped logits differ from the reference by %g", md);
+        free(d);
+    } else {
+        CHECK(0, "no dump written: %s", q35_last_error());
+    }
+    /* The prompt plus the generation must fit in --ctx: a clear error, no truncation. */
+    snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids %s --print-ids --greedy -n 100 --ctx %d", bin, dir, ids, T + 10);
+    rc = run(cmd, out_p, err_p);
+    err = slurp(err_p);
+    CHECK(rc != 0 && strstr(err, "context") && strstr(err, "q35: ") == err, "overflow: exit %d, stderr '%s'", rc, err);
+    free(err);
+    q35_st_close(&ref);
+}
+
+static void test_bad_input(void) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s generate -m /nonexistent/dir --prompt-ids 1,2 --print-ids", bin);
+    int rc = run(cmd, out_p, err_p);
+    char *err = slurp(err_p);
+    CHECK(rc == 1 && strncmp(err, "q35: ", 5) == 0 && strstr(err, "/nonexistent/dir") && strchr(err, '\n') == err + strlen(err) - 1,
+          "missing model: exit %d, stderr '%s'", rc, err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "%s generate --bogus", bin);
+    rc = run(cmd, out_p, err_p);
+    CHECK(rc == 2, "unknown option: exit %d", rc);
+    snprintf(cmd, sizeof cmd, "%s frobnicate", bin);
+    rc = run(cmd, out_p, err_p);
+    CHECK(rc == 2, "unknown command: exit %d", rc);
+    snprintf(cmd, sizeof cmd, "%s generate -m %s/models/tiny-vl --prompt-ids 1,x --print-ids", bin, test_data_dir());
+    rc = run(cmd, out_p, err_p);
+    CHECK(rc != 0, "bad ids: exit %d", rc);
+    snprintf(cmd, sizeof cmd, "%s generate -m %s/models/tiny-vl --prompt-ids 99999999 --print-ids -n 2", bin, test_data_dir());
+    rc = run(cmd, out_p, err_p);
+    err = slurp(err_p);
+    CHECK(rc == 1 && strstr(err, "vocabulary"), "id outside the vocabulary: exit %d, '%s'", rc, err);
+    free(err);
+}
+
+static void test_help(void) {
+    const char *cmds[] = {"", "generate", "chat", "tokenize", "detokenize", "render"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "%s %s --help", bin, cmds[i]);
+        int rc = run(cmd, out_p, err_p);
+        char *out = slurp(out_p);
+        CHECK(rc == 0 && strstr(out, "usage") != NULL, "q35 %s --help: exit %d", cmds[i], rc);
+        free(out);
+    }
+}
+
+int main(void) {
+    const char *b = getenv("Q35_BIN");
+    snprintf(bin, sizeof bin, "%s", b ? b : "build/q35");
+    snprintf(out_p, sizeof out_p, "%s/cli.out", test_work_dir());
+    snprintf(err_p, sizeof err_p, "%s/cli.err", test_work_dir());
+    RUN(test_generate_matches_reference);
+    RUN(test_bad_input);
+    RUN(test_help);
+    TEST_EXIT();
+}
