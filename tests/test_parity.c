@@ -37,6 +37,12 @@ static int prepare_model(const char *src, const char *name, char *out_dir, size_
         fprintf(stderr, "  %s\n", q35_last_error());
         return -1;
     }
+    const cJSON *format = cJSON_GetObjectItemCaseSensitive(syn, "format");
+    if (!cJSON_IsNumber(format) || format->valuedouble != Q35_SYNTH_FORMAT) {
+        fprintf(stderr, "  %s: synthetic.json has format %g, the generator writes %d\n", name, cJSON_GetNumberValue(format), Q35_SYNTH_FORMAT);
+        cJSON_Delete(syn);
+        return -1;
+    }
     const cJSON *tensors = cJSON_GetObjectItemCaseSensitive(syn, "tensors");
     const cJSON *seed_j = cJSON_GetObjectItemCaseSensitive(syn, "seed");
     int n = cJSON_GetArraySize(tensors);
@@ -152,9 +158,21 @@ static void check_fixture(const char *name) {
             if (diff / mx > worst) worst = diff / mx;
             CHECK(diff <= 1e-4f * mx, "%s prompt %d position %d: max |logit - ref| = %g (largest logit %g)", name, p, t, diff, mx);
         }
-        /* Greedy continuation from the prompt's state. */
+        /* Greedy continuation from the prompt's state; where the oracle stored the logits of every
+         * greedy step (the decode path), they must match too. */
+        snprintf(key, sizeof key, "prompt.%d.greedy_logits", p);
+        const q35_tensor *gl_t = q35_st_find(&ref, key);
+        const float *gl = gl_t && gl_t->dtype == Q35_DT_F32 && gl_t->shape[1] == V ? gl_t->data : NULL;
         int tok = argmax(all + (size_t)(T - 1) * V, V), ok = 1;
         for (int g = 0; g < G; g++) {
+            if (gl && g > 0) {
+                const float *r = gl + (size_t)g * V;
+                float mx = 1.0f, diff = 0;
+                for (int i = 0; i < V; i++) mx = fabsf(r[i]) > mx ? fabsf(r[i]) : mx;
+                for (int i = 0; i < V; i++) diff = fabsf(r[i] - last[i]) > diff ? fabsf(r[i] - last[i]) : diff;
+                if (diff / mx > worst) worst = diff / mx;
+                CHECK(diff <= 1e-4f * mx, "%s prompt %d greedy step %d: max |logit - ref| = %g", name, p, g, diff);
+            }
             if (tok != greedy[g]) {
                 CHECK(0, "%s prompt %d greedy step %d: got %d, reference %d", name, p, g, tok, greedy[g]);
                 ok = 0;

@@ -51,9 +51,13 @@ static void check_fixture(const char *name) {
     cJSON_Delete(syn);
 }
 
-static void test_tiny_vl(void) { check_fixture("tiny-vl"); }
+static void test_tiny_vl(void) { check_fixture("tiny-vl"); }     /* wrapper layout, tied */
+static void test_narrow8(void) { check_fixture("narrow8"); }     /* flat layout, lm_head stored */
+static void test_hv_gt_hk(void) { check_fixture("hv-gt-hk"); }   /* more value heads than key heads */
 
 int main(void) {
     RUN(test_tiny_vl);
+    RUN(test_narrow8);
+    RUN(test_hv_gt_hk);
     TEST_EXIT();
 }

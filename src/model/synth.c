@@ -24,13 +24,13 @@ static int ends_with(const char *s, const char *suffix) {
 }
 
 q35_dtype q35_synth_rule(const char *name, int ndim, const int64_t *shape, float *center, float *scale) {
+    const int vision = strncmp(name, "model.visual.", 13) == 0 || strstr(name, ".visual.") != NULL;
     *center = 0.0f;
-    if (ends_with(name, "linear_attn.A_log")) { *scale = 1.0f; return Q35_DT_F32; }
+    if (ends_with(name, "linear_attn.A_log")) { *center = -2.0f; *scale = 1.0f; return Q35_DT_F32; }
     if (ends_with(name, "linear_attn.norm.weight")) { *center = 1.0f; *scale = 0.1f; return Q35_DT_F32; }
     if (ends_with(name, "linear_attn.dt_bias")) { *scale = 1.0f; return Q35_DT_BF16; }
     if (ends_with(name, "linear_attn.conv1d.weight")) { *scale = 0.5f; return Q35_DT_BF16; }
-    if (ends_with(name, "norm.weight")) { *scale = 0.1f; return Q35_DT_BF16; }
-    if (ends_with(name, "embed_tokens.weight") || ends_with(name, "lm_head.weight")) { *scale = 0.1f; return Q35_DT_BF16; }
+    if (ends_with(name, "norm.weight") && !vision) { *scale = 0.1f; return Q35_DT_BF16; }
     if (ends_with(name, ".bias")) { *scale = 0.02f; return Q35_DT_BF16; }
     if (ndim == 1) { *center = 1.0f; *scale = 0.1f; return Q35_DT_BF16; } /* vision LayerNorm weights */
     int64_t fan_in = 1; /* [out, in, ...]: every axis after the first */

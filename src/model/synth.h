@@ -14,6 +14,8 @@ typedef struct q35_synth_tensor {
     int64_t shape[Q35_MAX_DIMS];
 } q35_synth_tensor;
 
+#define Q35_SYNTH_FORMAT 2 /* docs/synthetic-weights.md version */
+
 uint64_t q35_fnv1a64(const void *data, size_t n, uint64_t h);
 #define Q35_FNV_OFFSET 0xcbf29ce484222325ull
 
