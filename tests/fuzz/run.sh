@@ -10,6 +10,11 @@ CFLAGS="-std=c11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
 LIBS="$(pkg-config --libs libpcre2-8 libcjson libutf8proc) -lm -lpthread"
 lib_src=$(find src -name '*.c' -not -path 'src/cli/*' | sort)
 status=0
+# The tokenizer target encodes with the real Qwen3 tokenizer.
+if [ ! -f $out/qwen3-tokenizer.json ]; then
+    gzip -dc tests/data/qwen3-tokenizer/tokenizer.json.gz > $out/qwen3-tokenizer.json.tmp && mv $out/qwen3-tokenizer.json.tmp $out/qwen3-tokenizer.json
+fi
+export Q35_FUZZ_TOKENIZER=$out/qwen3-tokenizer.json
 for t in tests/fuzz/fuzz_*.c; do
     name=$(basename "$t" .c)
     clang $CFLAGS -o $out/$name $t $lib_src $LIBS
