@@ -15,7 +15,21 @@ CPPFLAGS := -D_GNU_SOURCE -Iinclude -Isrc $(PKG_CFLAGS)
 ALLCFLAGS = $(WARN) $(CPPFLAGS) $(CFLAGS) -fPIC -MMD -MP
 LDLIBS  := $(PKG_LIBS) -lm -lpthread
 
-LIB_SRC := $(sort $(shell find src -name '*.c' -not -path 'src/cli/*'))
+# SIMD kernels live in *_avx2.c, *_avx512.c, *_neon.c siblings, each compiled with its own flags;
+# the library picks one at run time from the CPU's features (src/kernels/dispatch.c).
+ARCH := $(shell $(CC) -dumpmachine)
+ifneq (,$(findstring x86_64,$(ARCH)))
+SIMD_EXCLUDE := -not -name '*_neon.c'
+else ifneq (,$(findstring aarch64,$(ARCH)))
+SIMD_EXCLUDE := -not -name '*_avx2.c' -not -name '*_avx512.c'
+else
+SIMD_EXCLUDE := -not -name '*_avx2.c' -not -name '*_avx512.c' -not -name '*_neon.c'
+endif
+FLAGS_AVX2   := -mavx2 -mfma -mf16c
+FLAGS_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c
+FLAGS_NEON   := -march=armv8.2-a+dotprod+fp16
+
+LIB_SRC := $(sort $(shell find src -name '*.c' -not -path 'src/cli/*' $(SIMD_EXCLUDE)))
 CLI_SRC := $(sort $(wildcard src/cli/*.c))
 TEST_SRC := $(sort $(wildcard tests/test_*.c))
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
@@ -27,6 +41,15 @@ all: $(BUILD)/q35 $(BUILD)/libq35.a $(BUILD)/libq35.so $(TEST_BIN)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLCFLAGS) -c $< -o $@
+$(BUILD)/obj/%_avx2.o: %_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) $(FLAGS_AVX2) -c $< -o $@
+$(BUILD)/obj/%_avx512.o: %_avx512.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) $(FLAGS_AVX512) -c $< -o $@
+$(BUILD)/obj/%_neon.o: %_neon.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLCFLAGS) $(FLAGS_NEON) -c $< -o $@
 
 $(BUILD)/libq35.a: $(LIB_OBJ)
 	@rm -f $@

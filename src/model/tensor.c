@@ -2,19 +2,31 @@
 
 #include <string.h>
 
-static const struct { const char *st_name; const char *name; size_t size; } dtype_info[Q35_DT_COUNT] = {
-    [Q35_DT_F32] = {"F32", "f32", 4},   [Q35_DT_F16] = {"F16", "f16", 2},  [Q35_DT_BF16] = {"BF16", "bf16", 2},
-    [Q35_DT_F64] = {"F64", "f64", 8},   [Q35_DT_I64] = {"I64", "i64", 8},  [Q35_DT_I32] = {"I32", "i32", 4},
-    [Q35_DT_I16] = {"I16", "i16", 2},   [Q35_DT_I8] = {"I8", "i8", 1},     [Q35_DT_U8] = {"U8", "u8", 1},
-    [Q35_DT_BOOL] = {"BOOL", "bool", 1},
+static const struct {
+    const char *st_name; /* safetensors dtype string (NULL: not a safetensors dtype) */
+    const char *name;
+    int block;           /* elements per block (1 for plain types) */
+    size_t block_bytes;  /* bytes per block */
+} dtype_info[Q35_DT_COUNT] = {
+    [Q35_DT_F32] = {"F32", "f32", 1, 4},    [Q35_DT_F16] = {"F16", "f16", 1, 2},   [Q35_DT_BF16] = {"BF16", "bf16", 1, 2},
+    [Q35_DT_F64] = {"F64", "f64", 1, 8},    [Q35_DT_I64] = {"I64", "i64", 1, 8},   [Q35_DT_I32] = {"I32", "i32", 1, 4},
+    [Q35_DT_I16] = {"I16", "i16", 1, 2},    [Q35_DT_I8] = {"I8", "i8", 1, 1},      [Q35_DT_U8] = {"U8", "u8", 1, 1},
+    [Q35_DT_BOOL] = {"BOOL", "bool", 1, 1}, [Q35_DT_Q8_0] = {NULL, "q8_0", 32, 34}, [Q35_DT_Q4_0] = {NULL, "q4_0", 32, 18},
+    [Q35_DT_Q4_K] = {NULL, "q4_k", 256, 144}, [Q35_DT_Q6_K] = {NULL, "q6_k", 256, 210}, [Q35_DT_Q4R] = {NULL, "q4r", 32, 18},
 };
 
-size_t q35_dtype_size(q35_dtype t) { return (unsigned)t < Q35_DT_COUNT ? dtype_info[t].size : 0; }
+size_t q35_dtype_size(q35_dtype t) { return (unsigned)t < Q35_DT_COUNT && dtype_info[t].block == 1 ? dtype_info[t].block_bytes : 0; }
+int q35_dtype_block(q35_dtype t) { return (unsigned)t < Q35_DT_COUNT ? dtype_info[t].block : 0; }
+size_t q35_dtype_block_bytes(q35_dtype t) { return (unsigned)t < Q35_DT_COUNT ? dtype_info[t].block_bytes : 0; }
+size_t q35_row_bytes(q35_dtype t, int64_t n) {
+    const int b = q35_dtype_block(t);
+    return b > 0 && n % b == 0 ? (size_t)(n / b) * dtype_info[t].block_bytes : 0;
+}
 const char *q35_dtype_name(q35_dtype t) { return (unsigned)t < Q35_DT_COUNT ? dtype_info[t].name : "?"; }
 
 int q35_dtype_from_safetensors(const char *s) {
     for (int i = 0; i < Q35_DT_COUNT; i++)
-        if (strcmp(s, dtype_info[i].st_name) == 0) return i;
+        if (dtype_info[i].st_name && strcmp(s, dtype_info[i].st_name) == 0) return i;
     return -1;
 }
 

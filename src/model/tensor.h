@@ -16,6 +16,12 @@ typedef enum q35_dtype {
     Q35_DT_I8,
     Q35_DT_U8,
     Q35_DT_BOOL,
+    /* Block-quantized weights (rows are whole blocks; shape counts elements, nbytes counts blocks). */
+    Q35_DT_Q8_0,    /* GGUF Q8_0: blocks of 32 {f16 d; int8 q[32]}, x = d*q (34 bytes / 32) */
+    Q35_DT_Q4_0,    /* GGUF Q4_0: blocks of 32 {f16 d; u8 qs[16]}, x = d*(nibble-8); low nibbles = 0..15 (18 bytes / 32) */
+    Q35_DT_Q4_K,    /* GGUF Q4_K: super-blocks of 256 (144 bytes) */
+    Q35_DT_Q6_K,    /* GGUF Q6_K: super-blocks of 256 (210 bytes) */
+    Q35_DT_Q4R,     /* q35 4-bit: each 128-column group Hadamard-rotated, then Q4_0-like blocks with MSE scales (see kernels/quant.h) */
     Q35_DT_COUNT
 } q35_dtype;
 
@@ -30,7 +36,10 @@ typedef struct q35_tensor {
     size_t nbytes;
 } q35_tensor;
 
-size_t q35_dtype_size(q35_dtype t);
+size_t q35_dtype_size(q35_dtype t);       /* bytes per element of a plain type; 0 for block-quantized ones */
+int q35_dtype_block(q35_dtype t);         /* elements per block (1 for plain types) */
+size_t q35_dtype_block_bytes(q35_dtype t);
+size_t q35_row_bytes(q35_dtype t, int64_t n); /* bytes of n elements (n a multiple of the block); 0 if not */
 const char *q35_dtype_name(q35_dtype t);
 /* Parses a safetensors dtype string ("BF16", "F32", ...); returns -1 if unknown. */
 int q35_dtype_from_safetensors(const char *s);
