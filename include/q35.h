@@ -37,6 +37,10 @@ typedef void (*q35_log_fn)(q35_log_level level, const char *msg, void *user);
 /* Install a log sink (NULL: silence). Process-wide; set it before loading. */
 void q35_set_log(q35_log_fn fn, void *user);
 
+/* Threads for every later call (0: the number of online CPUs). Process-wide. */
+void q35_set_threads(int n);
+int q35_get_threads(void);
+
 /* ---------------------------------------------------------------- model */
 typedef struct q35_model q35_model;
 

@@ -13,6 +13,10 @@ typedef void (*q35_pool_fn)(void *ctx, int i, int n);
 q35_pool *q35_pool_new(int n_threads);
 void q35_pool_free(q35_pool *p);
 int q35_pool_threads(const q35_pool *p);
+/* The process-wide pool the kernels and layers use (created on first use with q35_set_threads'
+ * count, default: online CPUs). */
+q35_pool *q35_global_pool(void);
+
 /* Run fn for i = 0..n_tasks-1 across the pool (caller included) and wait for all. p may be NULL
  * (runs inline). Not reentrant: fn must not call q35_pool_run on the same pool. */
 void q35_pool_run(q35_pool *p, int n_tasks, q35_pool_fn fn, void *ctx);
