@@ -53,6 +53,13 @@ typedef struct q35_model_info {
 
 /* Load a Hugging Face checkpoint directory (config.json + safetensors). Weights are mmap'd. */
 q35_status q35_model_load(const char *dir, q35_model **out);
+
+typedef struct q35_load_opts {
+    const char *weights;  /* NULL or "native": as stored; "bf16", "q8", "q4": converted at load (the
+                             recurrent-path parameters and norms always stay in full precision) */
+    int load;             /* 1: read the files into memory instead of mapping them */
+} q35_load_opts;
+q35_status q35_model_load_ex(const char *path, const q35_load_opts *opts, q35_model **out);
 void q35_model_free(q35_model *m);
 void q35_model_get_info(const q35_model *m, q35_model_info *info);
 

@@ -70,6 +70,48 @@ q35_status q35_map_file(const char *path, q35_mapping *m) {
     if (p == MAP_FAILED) return q35_fail(Q35_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
     m->data = p;
     m->size = n;
+    m->anon = 0;
+    return Q35_OK;
+}
+
+q35_status q35_load_file(const char *path, q35_mapping *m) {
+    m->data = NULL;
+    m->size = 0;
+    m->anon = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return q35_fail(errno == ENOENT ? Q35_ERR_MISSING : Q35_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        return q35_fail(Q35_ERR_IO, "%s: not a regular file", path);
+    }
+    size_t n = (size_t)st.st_size;
+    if (n == 0) {
+        close(fd);
+        return q35_fail(Q35_ERR_FORMAT, "%s: file is empty", path);
+    }
+    unsigned char *p = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        close(fd);
+        return q35_fail(Q35_ERR_NOMEM, "%s: cannot allocate %zu bytes to load it", path, n);
+    }
+    madvise(p, n, MADV_HUGEPAGE);
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(fd, p + got, n - got > (1u << 30) ? (1u << 30) : n - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            munmap(p, n);
+            close(fd);
+            return q35_fail(Q35_ERR_IO, "%s: read failed after %zu of %zu bytes", path, got, n);
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    mprotect(p, n, PROT_READ);
+    m->data = p;
+    m->size = n;
+    m->anon = 1;
     return Q35_OK;
 }
 

@@ -10,8 +10,12 @@ q35_status q35_read_file(const char *path, size_t max_bytes, char **data, size_t
 typedef struct q35_mapping {
     const unsigned char *data; /* [size] read-only */
     size_t size;
+    int anon;                  /* 1: an anonymous mapping the file was read into (not backed by the page cache) */
 } q35_mapping;
 q35_status q35_map_file(const char *path, q35_mapping *m);
+/* Read the whole file into anonymous memory (weights then live outside the page cache, which
+ * the host may evict), same interface as a mapping. */
+q35_status q35_load_file(const char *path, q35_mapping *m);
 void q35_unmap_file(q35_mapping *m);
 
 int q35_file_exists(const char *path);

@@ -193,7 +193,7 @@ static q35_status add_file(q35_st_index *idx, const char *path) {
     idx->paths = paths;
     char *copy = strdup(path);
     if (!copy) return q35_fail(Q35_ERR_NOMEM, "out of memory");
-    q35_status st = q35_map_file(path, &idx->maps[idx->n_files]);
+    q35_status st = idx->load ? q35_load_file(path, &idx->maps[idx->n_files]) : q35_map_file(path, &idx->maps[idx->n_files]);
     if (st) {
         free(copy);
         return st;
@@ -202,8 +202,9 @@ static q35_status add_file(q35_st_index *idx, const char *path) {
     return Q35_OK;
 }
 
-q35_status q35_st_open_file(const char *path, q35_st_index *idx) {
+static q35_status open_file(const char *path, int load, q35_st_index *idx) {
     memset(idx, 0, sizeof *idx);
+    idx->load = load;
     entry_list l = {0};
     q35_status st = add_file(idx, path);
     if (!st) st = parse_file(path, &idx->maps[0], 0, &l);
@@ -213,8 +214,13 @@ q35_status q35_st_open_file(const char *path, q35_st_index *idx) {
     return st;
 }
 
-q35_status q35_st_open_dir(const char *dir, q35_st_index *idx) {
+q35_status q35_st_open_file(const char *path, q35_st_index *idx) { return open_file(path, 0, idx); }
+
+q35_status q35_st_open_dir(const char *dir, q35_st_index *idx) { return q35_st_open_dir_ex(dir, 0, idx); }
+
+q35_status q35_st_open_dir_ex(const char *dir, int load, q35_st_index *idx) {
     memset(idx, 0, sizeof *idx);
+    idx->load = load;
     char path[4096];
     q35_status st = q35_path_join(path, sizeof path, dir, "model.safetensors.index.json");
     if (st) return st;
@@ -222,7 +228,7 @@ q35_status q35_st_open_dir(const char *dir, q35_st_index *idx) {
         if ((st = q35_path_join(path, sizeof path, dir, "model.safetensors"))) return st;
         if (!q35_file_exists(path))
             return q35_fail(Q35_ERR_MISSING, "%s: no model.safetensors or model.safetensors.index.json in this directory", dir);
-        return q35_st_open_file(path, idx);
+        return open_file(path, load, idx);
     }
     cJSON *root;
     if ((st = q35_json_load_file(path, 64u << 20, &root))) return st;

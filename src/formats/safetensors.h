@@ -15,10 +15,13 @@ typedef struct q35_st_index {
     char *names;             /* storage for every tensor name */
     void **owned;            /* [n_owned] aligned copies of tensors whose data was misaligned in the file */
     int n_owned;
+    int load;                /* 1: files are read into memory instead of mapped (set before opening) */
 } q35_st_index;
 
 /* Open dir/model.safetensors.index.json if present, else dir/model.safetensors. */
 q35_status q35_st_open_dir(const char *dir, q35_st_index *idx);
+/* Same, reading the files into memory when load != 0. */
+q35_status q35_st_open_dir_ex(const char *dir, int load, q35_st_index *idx);
 /* Open one .safetensors file. */
 q35_status q35_st_open_file(const char *path, q35_st_index *idx);
 /* The path of the file holding t (for messages). */

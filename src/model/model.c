@@ -135,17 +135,21 @@ q35_status q35_model_bind(struct q35_model *m, const char *what) {
     return Q35_OK;
 }
 
-q35_status q35_model_load(const char *dir, q35_model **out) {
+q35_status q35_model_load(const char *dir, q35_model **out) { return q35_model_load_ex(dir, NULL, out); }
+
+q35_status q35_model_load_ex(const char *dir, const q35_load_opts *opts, q35_model **out) {
     *out = NULL;
     struct q35_model *m = calloc(1, sizeof *m);
     if (!m) return q35_fail(Q35_ERR_NOMEM, "out of memory");
     q35_status st = q35_config_load(dir, &m->cfg);
-    if (!st) st = q35_st_open_dir(dir, &m->st);
+    if (!st) st = q35_st_open_dir_ex(dir, opts && opts->load, &m->st);
     if (!st) {
         m->dir = strdup(dir);
         if (!m->dir) st = q35_fail(Q35_ERR_NOMEM, "out of memory");
     }
     if (!st) st = q35_model_bind(m, dir);
+    if (!st && opts && opts->weights && strcmp(opts->weights, "native") != 0)
+        st = q35_model_convert_weights(m, opts->weights);
     if (st) {
         q35_model_free(m);
         return st;
