@@ -48,6 +48,9 @@ typedef struct q35_model_info {
     int n_layers, n_vocab, hidden, max_ctx;
     int n_linear_layers, n_full_layers;
     size_t weight_bytes;       /* bytes of the text weights as stored */
+    size_t bytes_per_token;    /* weight bytes read to generate one token (layer matrices + LM head) */
+    const char *weight_format; /* format of the layer matrices (of the first MLP; "bf16", "q4_0", ...) */
+    const char *head_format;   /* format of the LM head */
     const char *arch;          /* architectures[0] of config.json */
 } q35_model_info;
 

@@ -9,6 +9,7 @@ int cmd_chat(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_render(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* "q35: <message>" on stderr. */
 void cli_error(const char *fmt, ...)

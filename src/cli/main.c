@@ -31,6 +31,7 @@ static const struct {
     {"tokenize", cmd_tokenize, "print the token ids of a text"},
     {"detokenize", cmd_detokenize, "print the text of token ids"},
     {"render", cmd_render, "print the prompt the chat template makes for a conversation"},
+    {"bench", cmd_bench, "prompt and generation speed against the measured memory bandwidth"},
 };
 
 static void usage(FILE *f) {

@@ -178,5 +178,18 @@ void q35_model_get_info(const q35_model *m, q35_model_info *info) {
     info->n_linear_layers = m->cfg.n_linear;
     info->n_full_layers = m->cfg.n_full;
     info->weight_bytes = m->weight_bytes;
+    size_t per_token = m->lm_head.nbytes;
+    for (int i = 0; i < m->cfg.n_layers; i++) {
+        const q35_layer_weights *L = &m->layers[i];
+        const q35_tensor *ts[] = {&L->mlp_gate, &L->mlp_up, &L->mlp_down, &L->attn.q, &L->attn.k, &L->attn.v, &L->attn.o,
+                                  &L->gdn.in_qkv, &L->gdn.in_z, &L->gdn.in_b, &L->gdn.in_a, &L->gdn.out};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) {
+            if (!ts[k]->data) continue;
+            per_token += ts[k]->nbytes;
+        }
+    }
+    info->bytes_per_token = per_token;
+    info->weight_format = q35_dtype_name(m->layers[0].mlp_gate.dtype);
+    info->head_format = q35_dtype_name(m->lm_head.dtype);
     info->arch = m->cfg.arch;
 }

@@ -1,0 +1,301 @@
+/* q35 bench: prompt and generation speed on a checkpoint or on a synthetic one with the real
+ * Qwen3.5 shapes (deterministic random weights, made on the fly and cached), next to the read
+ * bandwidth measured in the same run and the generation limit it implies. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "core/pool.h"
+#include "model/config.h"
+#include "model/synth.h"
+
+/* The text configs of the real checkpoints (spec §1), as presets for synthetic weights. */
+static const char *preset_config(const char *name) {
+    if (!strcmp(name, "0.8b"))
+        return "{\"architectures\": [\"Qwen3_5ForConditionalGeneration\"], \"model_type\": \"qwen3_5\", \"tie_word_embeddings\": true,"
+               " \"text_config\": {\"model_type\": \"qwen3_5_text\", \"hidden_size\": 1024, \"intermediate_size\": 3584,"
+               " \"num_hidden_layers\": 24, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, \"head_dim\": 256,"
+               " \"linear_num_key_heads\": 16, \"linear_num_value_heads\": 16, \"linear_key_head_dim\": 128, \"linear_value_head_dim\": 128,"
+               " \"linear_conv_kernel_dim\": 4, \"full_attention_interval\": 4, \"vocab_size\": 248320, \"rms_norm_eps\": 1e-06,"
+               " \"max_position_embeddings\": 262144, \"tie_word_embeddings\": true, \"hidden_act\": \"silu\", \"attn_output_gate\": true,"
+               " \"eos_token_id\": 248044, \"rope_parameters\": {\"mrope_interleaved\": true, \"mrope_section\": [11, 11, 10],"
+               " \"rope_type\": \"default\", \"rope_theta\": 10000000, \"partial_rotary_factor\": 0.25}}}";
+    if (!strcmp(name, "2b"))
+        return "{\"architectures\": [\"Qwen3_5ForConditionalGeneration\"], \"model_type\": \"qwen3_5\", \"tie_word_embeddings\": true,"
+               " \"text_config\": {\"model_type\": \"qwen3_5_text\", \"hidden_size\": 2048, \"intermediate_size\": 6144,"
+               " \"num_hidden_layers\": 24, \"num_attention_heads\": 8, \"num_key_value_heads\": 2, \"head_dim\": 256,"
+               " \"linear_num_key_heads\": 16, \"linear_num_value_heads\": 16, \"linear_key_head_dim\": 128, \"linear_value_head_dim\": 128,"
+               " \"linear_conv_kernel_dim\": 4, \"full_attention_interval\": 4, \"vocab_size\": 248320, \"rms_norm_eps\": 1e-06,"
+               " \"max_position_embeddings\": 262144, \"tie_word_embeddings\": true, \"hidden_act\": \"silu\", \"attn_output_gate\": true,"
+               " \"eos_token_id\": 248044, \"rope_parameters\": {\"mrope_interleaved\": true, \"mrope_section\": [11, 11, 10],"
+               " \"rope_type\": \"default\", \"rope_theta\": 10000000, \"partial_rotary_factor\": 0.25}}}";
+    return NULL;
+}
+
+/* Make (or reuse) the synthetic checkpoint of a preset; returns its directory in dir. */
+static int synthetic_dir(const char *preset, char *dir, size_t cap) {
+    const char *cfg_text = preset_config(preset);
+    if (!cfg_text) {
+        cli_error("bench: --synthetic takes 0.8b or 2b, not '%s'", preset);
+        return 2;
+    }
+    const char *base = getenv("Q35_CACHE");
+    if (!base) base = getenv("TMPDIR");
+    if (!base) base = "/tmp";
+    snprintf(dir, cap, "%s/q35-synth-%s-v%d", base, preset, Q35_SYNTH_FORMAT);
+    char cfg_path[4200], st_path[4200];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", dir);
+    snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
+    if (access(st_path, R_OK) == 0 && access(cfg_path, R_OK) == 0) return 0;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        cli_error("bench: cannot create %s", dir);
+        return 1;
+    }
+    FILE *f = fopen(cfg_path, "wb");
+    if (!f || fputs(cfg_text, f) < 0 || fclose(f) != 0) {
+        cli_error("bench: cannot write %s", cfg_path);
+        return 1;
+    }
+    q35_config c;
+    q35_synth_tensor *list;
+    int n;
+    q35_status st = q35_config_parse(cfg_text, strlen(cfg_text), "preset", &c);
+    if (!st) st = q35_synth_list(&c, &list, &n);
+    if (st) return cli_fail("bench", st);
+    fprintf(stderr, "q35 bench: writing synthetic %s weights to %s (once; set Q35_CACHE to move it)\n", preset, dir);
+    st = q35_synth_write(st_path, 0x5eed0000u + (uint64_t)c.hidden, list, n);
+    free(list);
+    return st ? cli_fail("bench", st) : 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---- read bandwidth: every thread sums its slice of a buffer much larger than the caches */
+typedef struct {
+    const uint64_t *buf; /* [n] */
+    size_t n;
+    uint64_t sink[64];
+} bw_ctx;
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static uint64_t sum_avx2(const uint64_t *p, size_t n) {
+    typedef long long v4 __attribute__((vector_size(32)));
+    v4 a = {0}, b = {0}, c = {0}, d = {0};
+    for (size_t i = 0; i + 16 <= n; i += 16) {
+        a += *(const v4 *)(p + i);
+        b += *(const v4 *)(p + i + 4);
+        c += *(const v4 *)(p + i + 8);
+        d += *(const v4 *)(p + i + 12);
+    }
+    v4 s = a + b + c + d;
+    return (uint64_t)(s[0] + s[1] + s[2] + s[3]);
+}
+#endif
+
+static uint64_t sum_plain(const uint64_t *p, size_t n) {
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t i = 0; i + 4 <= n; i += 4) a += p[i], b += p[i + 1], c += p[i + 2], d += p[i + 3];
+    return a + b + c + d;
+}
+
+static void bw_task(void *vctx, int i, int n) {
+    bw_ctx *ctx = vctx;
+    size_t per = ctx->n / (size_t)n / 64 * 64, start = per * (size_t)i;
+    uint64_t s;
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports("avx2")) s = sum_avx2(ctx->buf + start, per);
+    else
+#endif
+        s = sum_plain(ctx->buf + start, per);
+    ctx->sink[i % 64] += s;
+}
+
+static double measure_bandwidth(void) {
+    const size_t bytes = (size_t)256 << 20; /* well beyond any cache; less than a model, so peak RSS stays the model's */
+    uint64_t *buf = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (buf == MAP_FAILED) return 0;
+    for (size_t i = 0; i < bytes / 8; i++) buf[i] = i;
+    bw_ctx ctx = {buf, bytes / 8, {0}};
+    double best = 0;
+    for (int r = 0; r < 5; r++) {
+        double t0 = now_s();
+        q35_pool_run(q35_global_pool(), q35_get_threads(), bw_task, &ctx);
+        double t = now_s() - t0;
+        if (bytes / t > best) best = bytes / t;
+    }
+    munmap(buf, bytes);
+    return best / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct { double median, lo, hi; } stat3;
+static stat3 stats(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    stat3 s = {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v[0], v[n - 1]};
+    return s;
+}
+
+static void help(FILE *f) {
+    fprintf(f,
+            "usage: q35 bench [-m DIR | --synthetic 0.8b|2b] [options]\n"
+            "Prompt processing and generation speed, the read bandwidth measured in the same run, the\n"
+            "generation limit it implies (bandwidth / weight bytes per token) and the fraction reached.\n\n"
+            "  -m, --model DIR       a checkpoint directory\n"
+            "  --synthetic NAME      real 0.8b or 2b shapes with deterministic random weights (cached in\n"
+            "                        $Q35_CACHE or $TMPDIR, default /tmp)\n"
+            "  --weights W           native (as stored), bf16, q8 or q4 (converted at load)\n"
+            "  --load | --mmap       read the weights into memory (default) or map the files\n"
+            "  -t, --threads N       threads (default: all cores)\n"
+            "  -p N                  prompt tokens (default 512; 0 skips)\n"
+            "  -n N                  generated tokens (default 128; 0 skips)\n"
+            "  --reps R              repetitions; the median and the spread are reported (default 3)\n"
+            "  --json                one JSON object on stdout\n");
+}
+
+int cmd_bench(int argc, char **argv) {
+    const char *dir = NULL, *synthetic = NULL, *weights = "native";
+    long threads = 0, n_prompt = 512, n_gen = 128, reps = 3;
+    int json = 0, load = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            help(stdout);
+            return 0;
+        } else if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && v) {
+            dir = v, i++;
+        } else if (!strcmp(a, "--synthetic") && v) {
+            synthetic = v, i++;
+        } else if (!strcmp(a, "--weights") && v) {
+            weights = v, i++;
+        } else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && v) {
+            if (cli_parse_long(v, a, 0, 1024, &threads)) return 2;
+            i++;
+        } else if (!strcmp(a, "-p") && v) {
+            if (cli_parse_long(v, a, 0, 1 << 20, &n_prompt)) return 2;
+            i++;
+        } else if (!strcmp(a, "-n") && v) {
+            if (cli_parse_long(v, a, 0, 1 << 20, &n_gen)) return 2;
+            i++;
+        } else if (!strcmp(a, "--reps") && v) {
+            if (cli_parse_long(v, a, 1, 1000, &reps)) return 2;
+            i++;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (!strcmp(a, "--load")) {
+            load = 1;
+        } else if (!strcmp(a, "--mmap")) {
+            load = 0;
+        } else {
+            cli_error("bench: unknown or incomplete option '%s' (see q35 bench --help)", a);
+            return 2;
+        }
+    }
+    if (!dir == !synthetic) {
+        cli_error("bench: need exactly one of -m DIR or --synthetic 0.8b|2b");
+        return 2;
+    }
+    char syn_dir[4096];
+    if (synthetic) {
+        int rc = synthetic_dir(synthetic, syn_dir, sizeof syn_dir);
+        if (rc) return rc;
+        dir = syn_dir;
+    }
+    q35_set_threads((int)threads);
+    const double bw = measure_bandwidth();
+    q35_model *m = NULL;
+    q35_load_opts lo = {weights, load};
+    double t0 = now_s();
+    q35_status st = q35_model_load_ex(dir, &lo, &m);
+    if (st) return cli_fail("", st);
+    const double load_s = now_s() - t0;
+    q35_model_info info;
+    q35_model_get_info(m, &info);
+    q35_session *s = NULL;
+    if ((st = q35_session_new(m, (int)(n_prompt + n_gen + 1), &s))) {
+        q35_model_free(m);
+        return cli_fail("", st);
+    }
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)(n_prompt > 0 ? n_prompt : 1));
+    float *logits = malloc(sizeof(float) * (size_t)info.n_vocab);
+    double *pp = calloc((size_t)reps, sizeof(double)), *tg = calloc((size_t)reps, sizeof(double));
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (long i = 0; i < n_prompt; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        ids[i] = (int32_t)(x % (uint64_t)info.n_vocab);
+    }
+    int rc = 0;
+    for (long r = 0; r < reps && !rc; r++) {
+        q35_session_reset(s);
+        int32_t tok = 0;
+        if (n_prompt > 0) {
+            t0 = now_s();
+            if ((st = q35_session_eval(s, ids, (int)n_prompt, logits, NULL))) { rc = cli_fail("", st); break; }
+            pp[r] = n_prompt / (now_s() - t0);
+            for (int i = 1; i < info.n_vocab; i++)
+                if (logits[i] > logits[tok]) tok = i;
+        }
+        if (n_gen > 0) {
+            t0 = now_s();
+            for (long k = 0; k < n_gen; k++) {
+                if ((st = q35_session_eval(s, &tok, 1, logits, NULL))) { rc = cli_fail("", st); break; }
+                int32_t best = 0;
+                for (int i = 1; i < info.n_vocab; i++)
+                    if (logits[i] > logits[best]) best = i;
+                tok = best;
+            }
+            tg[r] = n_gen / (now_s() - t0);
+        }
+    }
+    if (!rc) {
+        stat3 p = stats(pp, (int)reps), g = stats(tg, (int)reps);
+        struct rusage ru;
+        getrusage(RUSAGE_SELF, &ru);
+        const double rss_mb = ru.ru_maxrss / 1024.0, per_tok_mb = info.bytes_per_token / 1e6;
+        const double limit = bw > 0 ? bw * 1e3 / per_tok_mb : 0;
+        if (json) {
+            printf("{\"model\": \"%s\", \"weights\": \"%s\", \"head\": \"%s\", \"load\": \"%s\", \"threads\": %d, \"prompt_tokens\": %ld,"
+                   " \"gen_tokens\": %ld, \"reps\": %ld, \"prompt_tps\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f},"
+                   " \"gen_tps\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, \"weight_bytes\": %zu, \"bytes_per_token\": %zu,"
+                   " \"peak_rss_mb\": %.1f, \"read_bandwidth_gbs\": %.2f, \"gen_limit_tps\": %.2f, \"gen_fraction_of_limit\": %.3f,"
+                   " \"load_s\": %.2f}\n",
+                   synthetic ? synthetic : dir, info.weight_format, info.head_format, load ? "memory" : "mmap", q35_get_threads(), n_prompt,
+                   n_gen, reps, p.median, p.lo, p.hi, g.median, g.lo, g.hi, info.weight_bytes, info.bytes_per_token, rss_mb, bw, limit,
+                   limit > 0 ? g.median / limit : 0, load_s);
+        } else {
+            printf("model          %s (%d layers, hidden %d, vocab %d)\n", synthetic ? synthetic : dir, info.n_layers, info.hidden,
+                   info.n_vocab);
+            printf("weights        %s layers, %s head, %s; %.0f MB in all, %.0f MB read per generated token\n", info.weight_format,
+                   info.head_format, load ? "in memory" : "mmap'd", info.weight_bytes / 1e6, per_tok_mb);
+            printf("threads        %d\n", q35_get_threads());
+            if (n_prompt > 0) printf("prompt %-6ld  %8.1f tok/s  (median of %ld; %.1f .. %.1f)\n", n_prompt, p.median, reps, p.lo, p.hi);
+            if (n_gen > 0) printf("generate %-4ld  %8.2f tok/s  (median of %ld; %.2f .. %.2f)\n", n_gen, g.median, reps, g.lo, g.hi);
+            printf("bandwidth      %.1f GB/s read (%d threads) -> generation limit %.1f tok/s; reached %.0f%%\n", bw, q35_get_threads(),
+                   limit, limit > 0 ? 100 * g.median / limit : 0);
+            printf("peak RSS       %.0f MB (weights %.0f MB); load %.2f s\n", rss_mb, info.weight_bytes / 1e6, load_s);
+        }
+    }
+    free(ids);
+    free(logits);
+    free(pp);
+    free(tg);
+    q35_session_free(s);
+    q35_model_free(m);
+    return rc;
+}

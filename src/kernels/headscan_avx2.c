@@ -1,0 +1,52 @@
+/* AVX2 approximate LM-head scan: maddubs on (q+8) nibbles x int8 activations. */
+#if defined(__x86_64__)
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/headscan.h"
+
+static inline float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+void q35_headscan_avx2(const uint8_t *rows, size_t row_bytes, const q35_headscan_act *act, int64_t r0, int64_t r1, float *a, float *e) {
+    const int nb = act->nb;
+    const __m256i low = _mm256_set1_epi8(15);
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *row = rows + (size_t)r * row_bytes;
+        const uint8_t *nib = row + 2 * (size_t)nb;
+        __m256 acc = _mm256_setzero_ps(), acc_g = _mm256_setzero_ps(), acc_e = _mm256_setzero_ps();
+        int b = 0;
+        for (; b + 8 <= nb; b += 8) {
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * b)));
+            acc_g = _mm256_fmadd_ps(d, _mm256_loadu_ps(act->g + b), acc_g);
+            acc_e = _mm256_fmadd_ps(d, _mm256_loadu_ps(act->c + b), acc_e);
+            float dd[8];
+            _mm256_storeu_ps(dd, _mm256_mul_ps(d, _mm256_loadu_ps(act->dh + b)));
+            for (int k = 0; k < 8; k++) {
+                const __m128i v = _mm_loadu_si128((const __m128i *)(nib + 16 * (b + k)));
+                const __m256i q = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(v, 4), v), low);
+                const __m256i x = _mm256_loadu_si256((const __m256i *)(act->qh + 32 * (b + k)));
+                const __m256i s = _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), ones);
+                acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_set1_ps(dd[k]), acc);
+            }
+        }
+        float sa = hsum8(acc) - hsum8(acc_g), se = hsum8(acc_e);
+        for (; b < nb; b++) { /* tail blocks */
+            uint16_t bits;
+            memcpy(&bits, row + 2 * b, 2);
+            const float d = _cvtsh_ss(bits);
+            int32_t s = 0;
+            for (int j = 0; j < 16; j++) s += (nib[16 * b + j] & 15) * act->qh[32 * b + j] + (nib[16 * b + j] >> 4) * act->qh[32 * b + j + 16];
+            sa += d * (act->dh[b] * (float)s - act->g[b]);
+            se += d * act->c[b];
+        }
+        a[r] = sa;
+        e[r] = se;
+    }
+}
+#endif
