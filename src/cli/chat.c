@@ -86,7 +86,7 @@ int cmd_chat(int argc, char **argv) {
     size_t line_cap = 0;
     q35_status st;
     if ((st = q35_tokenizer_load(dir, &tok))) { rc = cli_fail("", st); goto done; }
-    if ((st = q35_model_load(dir, &model))) { rc = cli_fail("", st); goto done; }
+    if ((st = q35_model_load_ex(dir, &g.load, &model))) { rc = cli_fail("", st); goto done; }
     q35_model_info info;
     q35_model_get_info(model, &info);
     if (g.n_ctx > info.max_ctx) g.n_ctx = info.max_ctx;

@@ -30,6 +30,7 @@ typedef struct cli_gen {
     int think;            /* -1 template default, 0 off, 1 on */
     int print_ids;
     FILE *dump_logits;
+    q35_load_opts load;   /* --weights, --mmap */
 } cli_gen;
 
 /* Parse one sampling / context option at argv[*i] (advancing *i past its value). Returns 1 if it

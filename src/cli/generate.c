@@ -108,7 +108,7 @@ int cmd_generate(int argc, char **argv) {
         cli_error("generate: the prompt is empty");
         goto done;
     }
-    if ((st = q35_model_load(dir, &model))) { rc = cli_fail("", st); goto done; }
+    if ((st = q35_model_load_ex(dir, &g.load, &model))) { rc = cli_fail("", st); goto done; }
     q35_model_info info;
     q35_model_get_info(model, &info);
     if (g.n_ctx > info.max_ctx) {

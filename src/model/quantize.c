@@ -1,10 +1,170 @@
-/* Weight conversion at load: the large matrices of a bound model re-encoded in another format. */
+/* Weight conversion at load (--weights bf16|q8|q4): the large matrices of a bound model re-encoded
+ * in memory, in the layout the kernels read fastest. What stays in full precision: every norm,
+ * A_log, dt_bias and the conv taps (they were already copied to float32 arrays by the binder).
+ *   q8:  every matrix Q8_0 (8.5 bits per weight).
+ *   q4:  every layer matrix Q4R (q35's rotated 4-bit, 4.5 bits) where the columns allow it (a
+ *        multiple of 128), else Q4_0, else Q8_0; the small beta/decay projections (in_proj_b,
+ *        in_proj_a: Hv rows, a few KB) stay Q8_0; the LM head is Q8_0 (see README: its error is
+ *        what every logit sees, and greedy decoding reads it through the 4-bit bounded scan).
+ *   q4_0: as q4 with GGUF's Q4_0 instead of Q4R (the same bytes; for quality comparisons).
+ *   bf16: every matrix BF16.
+ * When every matrix was converted, the mapped files are released: memory is then the converted
+ * weights alone. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/err.h"
+#include "core/pool.h"
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "model/model.h"
 
+typedef struct {
+    const q35_tensor *src;
+    q35_dtype dt;
+    uint8_t *dst;      /* [rows][row_bytes] */
+    size_t row_bytes;
+    int failed;
+} convert_ctx;
+
+static void convert_task(void *vctx, int i, int n) {
+    convert_ctx *ctx = vctx;
+    const int64_t rows = ctx->src->shape[0], cols = ctx->src->shape[1];
+    const int64_t r0 = rows * i / n, r1 = rows * (i + 1) / n;
+    float *row = malloc(sizeof(float) * (size_t)cols);
+    if (!row) {
+        ctx->failed = 1;
+        return;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        q35_tensor_dequant_row(ctx->src, r, row);
+        uint8_t *out = ctx->dst + (size_t)r * ctx->row_bytes;
+        if (ctx->dt == Q35_DT_BF16) {
+            for (int64_t k = 0; k < cols; k++) ((uint16_t *)out)[k] = q35_f32_to_bf16(row[k]);
+        } else if (ctx->dt == Q35_DT_F32) {
+            memcpy(out, row, sizeof(float) * (size_t)cols);
+        } else if (q35_quantize_row(ctx->dt, row, out, cols) != 0) {
+            ctx->failed = 1;
+        }
+    }
+    free(row);
+}
+
+static q35_status own(struct q35_model *m, void *p) {
+    if (m->n_owned == m->cap_owned) {
+        int cap = m->cap_owned ? 2 * m->cap_owned : 64;
+        void **v = realloc(m->owned, sizeof *v * (size_t)cap);
+        if (!v) return q35_fail(Q35_ERR_NOMEM, "out of memory");
+        m->owned = v;
+        m->cap_owned = cap;
+    }
+    m->owned[m->n_owned++] = p;
+    return Q35_OK;
+}
+
+/* Convert t in place to dt (when dt can encode its rows; else fallback), then repack when the
+ * kernels have an interleaved layout for it. */
+static q35_status convert(struct q35_model *m, q35_tensor *t, q35_dtype dt, q35_dtype fallback) {
+    if (!t->data || t->ndim != 2) return Q35_OK;
+    const int64_t rows = t->shape[0], cols = t->shape[1];
+    if (!q35_quant_supports(dt, cols)) dt = fallback;
+    if (!q35_quant_supports(dt, cols)) dt = Q35_DT_BF16;
+    if (t->dtype == dt && t->layout == Q35_LAYOUT_ROWS && dt != Q35_DT_BF16 && dt != Q35_DT_F32) return Q35_OK;
+    const size_t row_bytes = dt == Q35_DT_BF16 ? 2 * (size_t)cols : dt == Q35_DT_F32 ? 4 * (size_t)cols : q35_row_bytes(dt, cols);
+    uint8_t *dst = NULL;
+    if (t->dtype != dt) {
+        dst = aligned_alloc(64, (row_bytes * (size_t)rows + 63) & ~(size_t)63);
+        if (!dst) return q35_fail(Q35_ERR_NOMEM, "cannot allocate %.1f MB to convert %s", row_bytes * (double)rows / 1e6, t->name);
+        convert_ctx ctx = {t, dt, dst, row_bytes, 0};
+        q35_pool *pool = q35_global_pool();
+        int tasks = 4 * q35_pool_threads(pool);
+        if (tasks > rows) tasks = (int)rows;
+        q35_pool_run(pool, tasks > 0 ? tasks : 1, convert_task, &ctx);
+        if (ctx.failed) {
+            free(dst);
+            return q35_fail(Q35_ERR_NOMEM, "converting %s to %s failed", t->name, q35_dtype_name(dt));
+        }
+        q35_status st = own(m, dst);
+        if (st) {
+            free(dst);
+            return st;
+        }
+        t->dtype = dt;
+        t->data = dst;
+        t->nbytes = row_bytes * (size_t)rows;
+        t->layout = Q35_LAYOUT_ROWS;
+    }
+    const size_t rs = q35_repack_size(t);
+    if (rs && t->layout == Q35_LAYOUT_ROWS) {
+        void *packed = aligned_alloc(64, (rs + 63) & ~(size_t)63);
+        if (!packed) return q35_fail(Q35_ERR_NOMEM, "cannot allocate %.1f MB to repack %s", rs / 1e6, t->name);
+        q35_tensor out;
+        if (q35_tensor_repack(t, packed, &out) != 0) {
+            free(packed);
+            return Q35_OK; /* keep the row-major copy */
+        }
+        q35_status st = own(m, packed);
+        if (st) {
+            free(packed);
+            return st;
+        }
+        if (dst) { /* the row-major intermediate is no longer needed */
+            free(dst);
+            m->owned[m->n_owned - 2] = packed;
+            m->n_owned--;
+        }
+        *t = out;
+    }
+    return Q35_OK;
+}
+
 q35_status q35_model_convert_weights(struct q35_model *m, const char *weights) {
+    q35_dtype layer, small, head;
     if (!strcmp(weights, "native")) return Q35_OK;
-    return q35_fail(Q35_ERR_UNSUPPORTED, "--weights %s: conversion at load is not implemented yet", weights);
+    if (!strcmp(weights, "bf16")) layer = small = head = Q35_DT_BF16;
+    else if (!strcmp(weights, "q8")) layer = small = head = Q35_DT_Q8_0;
+    else if (!strcmp(weights, "q4")) layer = Q35_DT_Q4R, small = Q35_DT_Q8_0, head = Q35_DT_Q8_0;
+    else if (!strcmp(weights, "q4_0")) layer = Q35_DT_Q4_0, small = Q35_DT_Q8_0, head = Q35_DT_Q8_0; /* GGUF's Q4_0, same bytes as q4: for comparisons */
+    else return q35_fail(Q35_ERR_ARG, "--weights: expected native, bf16, q8, q4 or q4_0, got '%s'", weights);
+    const q35_dtype layer_fallback = layer == Q35_DT_Q4R ? Q35_DT_Q4_0 : layer;
+    const int tied = m->lm_head.data == m->embed.data;
+    q35_status st;
+    size_t bytes = 0;
+    for (int i = 0; i < m->cfg.n_layers; i++) {
+        q35_layer_weights *L = &m->layers[i];
+        q35_tensor *big[] = {&L->mlp_gate, &L->mlp_up, &L->mlp_down, &L->attn.q, &L->attn.k, &L->attn.v, &L->attn.o,
+                             &L->gdn.in_qkv, &L->gdn.in_z, &L->gdn.out};
+        for (size_t k = 0; k < sizeof big / sizeof big[0]; k++)
+            if ((st = convert(m, big[k], layer, layer_fallback))) return st;
+        if ((st = convert(m, &L->gdn.in_b, small, Q35_DT_BF16))) return st;
+        if ((st = convert(m, &L->gdn.in_a, small, Q35_DT_BF16))) return st;
+    }
+    if ((st = convert(m, &m->lm_head, head, Q35_DT_BF16))) return st;
+    if (tied) {
+        m->embed = m->lm_head; /* the embedding rows are read through the same (dequantizing) row reader */
+    } else if ((st = convert(m, &m->embed, head, Q35_DT_BF16))) {
+        return st;
+    }
+    /* Files no tensor points into any more can go (all of them, unless a matrix kept its format). */
+    const q35_tensor *all[16 * Q35_MAX_LAYERS + 2];
+    int n_all = 0;
+    for (int i = 0; i < m->cfg.n_layers; i++) {
+        const q35_layer_weights *L = &m->layers[i];
+        const q35_tensor *ts[] = {&L->mlp_gate, &L->mlp_up, &L->mlp_down, &L->attn.q, &L->attn.k, &L->attn.v, &L->attn.o,
+                                  &L->gdn.in_qkv, &L->gdn.in_z, &L->gdn.out, &L->gdn.in_b, &L->gdn.in_a};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++)
+            if (ts[k]->data) all[n_all++] = ts[k];
+    }
+    all[n_all++] = &m->lm_head;
+    if (!tied) all[n_all++] = &m->embed;
+    for (int k = 0; k < n_all; k++) bytes += all[k]->nbytes;
+    m->weight_bytes = bytes;
+    for (int f = 0; f < m->st.n_files; f++) {
+        const unsigned char *lo = m->st.maps[f].data, *hi = lo + m->st.maps[f].size;
+        int used = 0;
+        for (int k = 0; k < n_all && !used; k++) used = (const unsigned char *)all[k]->data >= lo && (const unsigned char *)all[k]->data < hi;
+        if (!used) q35_unmap_file(&m->st.maps[f]); /* tensor names stay until the model is freed */
+    }
+    q35_log(Q35_LOG_INFO, "weights converted to %s: %.1f MB", weights, bytes / 1e6);
+    return Q35_OK;
 }
