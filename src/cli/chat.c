@@ -46,8 +46,9 @@ int cmd_chat(int argc, char **argv) {
     int quiet = 0;
     for (int i = 1; i < argc; i++)
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) dir = argv[i + 1];
+    char side_buf[4096];
     cli_gen g;
-    cli_gen_defaults(&g, dir);
+    cli_gen_defaults(&g, cli_side_dir(dir, side_buf, sizeof side_buf));
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = cli_gen_option(&g, argc, argv, &i);
@@ -74,6 +75,8 @@ int cmd_chat(int argc, char **argv) {
         free(system);
         return 2;
     }
+    const char *model_path = dir;
+    dir = cli_side_dir(model_path, side_buf, sizeof side_buf); /* tokenizer, template, generation_config */
     const int tty = isatty(0);
     int rc = 1;
     q35_tokenizer *tok = NULL;
@@ -86,7 +89,7 @@ int cmd_chat(int argc, char **argv) {
     size_t line_cap = 0;
     q35_status st;
     if ((st = q35_tokenizer_load(dir, &tok))) { rc = cli_fail("", st); goto done; }
-    if ((st = q35_model_load_ex(dir, &g.load, &model))) { rc = cli_fail("", st); goto done; }
+    if ((st = q35_model_load_ex(model_path, &g.load, &model))) { rc = cli_fail("", st); goto done; }
     q35_model_info info;
     q35_model_get_info(model, &info);
     if (g.n_ctx > info.max_ctx) g.n_ctx = info.max_ctx;

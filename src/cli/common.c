@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 
@@ -60,6 +61,18 @@ int cli_parse_ids(const char *s, int32_t **ids, size_t *n) {
     *ids = v;
     *n = k;
     return 0;
+}
+
+const char *cli_side_dir(const char *model_path, char *buf, size_t cap) {
+    if (!model_path) return NULL;
+    struct stat st;
+    if (stat(model_path, &st) != 0 || !S_ISREG(st.st_mode)) return model_path;
+    snprintf(buf, cap, "%s", model_path);
+    char *slash = strrchr(buf, '/');
+    if (!slash) return ".";
+    if (slash == buf) slash[1] = 0;
+    else *slash = 0;
+    return buf;
 }
 
 int cli_template_default_thinking(const char *dir) {
@@ -143,6 +156,8 @@ void cli_gen_defaults(cli_gen *g, const char *dir) {
     g->n_predict = 256;
     g->n_ctx = 4096;
     g->think = -1;
+    g->load.weights = NULL;
+    g->load.load = 1;
 }
 
 void cli_gen_help(FILE *f) {
@@ -157,6 +172,9 @@ void cli_gen_help(FILE *f) {
             "  --greedy              argmax decoding with no penalties (what transformers' greedy search does)\n"
             "  --seed S              random seed (default: time); the same seed repeats a run\n"
             "  --ctx N               context size in tokens (default 4096, at most the model's maximum)\n"
+            "  -t, --threads N       threads (default: all cores)\n"
+            "  --weights W           native (as stored), bf16, q8 or q4: convert the matrices at load\n"
+            "  --mmap                map the weight files (default: read them into memory)\n"
             "  --think | --no-think  thinking mode on / off (default: the chat template's; off for 0.8B/2B)\n");
 }
 
@@ -191,6 +209,14 @@ int cli_gen_option(cli_gen *g, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
         if (cli_parse_long(TAKE(), a, 1, 1 << 30, &l)) return -1;
         g->n_ctx = (int)l;
+    } else if (!strcmp(a, "--weights")) {
+        if (!val) { cli_error("--weights needs native, bf16, q8 or q4"); return -1; }
+        g->load.weights = TAKE();
+    } else if (!strcmp(a, "--mmap")) {
+        g->load.load = 0;
+    } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+        if (cli_parse_long(TAKE(), a, 0, 1024, &l)) return -1;
+        q35_set_threads((int)l);
     } else if (!strcmp(a, "--think")) {
         g->think = 1;
     } else if (!strcmp(a, "--no-think")) {

@@ -14,6 +14,10 @@ int cli_parse_ids(const char *s, int32_t **ids, size_t *n);
  * chat_template); 0 (small-model default, off) when there is none. */
 int cli_template_default_thinking(const char *dir);
 
+/* The directory holding tokenizer.json, chat_template.jinja, generation_config.json for a model
+ * path: the path itself, or the directory of a .gguf file. */
+const char *cli_side_dir(const char *model_path, char *buf, size_t cap);
+
 typedef struct cli_stops {
     int32_t ids[16];
     int n;

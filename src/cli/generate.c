@@ -48,8 +48,9 @@ int cmd_generate(int argc, char **argv) {
     int raw = 0, quiet = 0;
     for (int i = 1; i < argc; i++)
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) dir = argv[i + 1];
+    char side_buf[4096];
     cli_gen g;
-    cli_gen_defaults(&g, dir);
+    cli_gen_defaults(&g, cli_side_dir(dir, side_buf, sizeof side_buf));
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = cli_gen_option(&g, argc, argv, &i);
@@ -83,6 +84,8 @@ int cmd_generate(int argc, char **argv) {
         cli_error("generate: need -m DIR and exactly one of -p TEXT or --prompt-ids IDS (see q35 generate --help)");
         return 2;
     }
+    const char *model_path = dir;
+    dir = cli_side_dir(model_path, side_buf, sizeof side_buf); /* tokenizer, template, generation_config */
     int rc = 1;
     q35_tokenizer *tok = NULL;
     q35_model *model = NULL;
@@ -108,7 +111,7 @@ int cmd_generate(int argc, char **argv) {
         cli_error("generate: the prompt is empty");
         goto done;
     }
-    if ((st = q35_model_load_ex(dir, &g.load, &model))) { rc = cli_fail("", st); goto done; }
+    if ((st = q35_model_load_ex(model_path, &g.load, &model))) { rc = cli_fail("", st); goto done; }
     q35_model_info info;
     q35_model_get_info(model, &info);
     if (g.n_ctx > info.max_ctx) {

@@ -2,6 +2,7 @@
 #include "kernels/headscan.h"
 
 #include <stdlib.h>
+#include "kernels/kernels.h"
 #include <string.h>
 
 #include "model/tensor.h"
@@ -31,13 +32,11 @@ void q35_headscan_ref(const uint8_t *rows, size_t row_bytes, const q35_headscan_
 }
 
 q35_headscan_fn q35_headscan_best(void) {
-    const char *isa = getenv("Q35_ISA");
-    if (isa && !strcmp(isa, "scalar")) return q35_headscan_ref;
+    switch (q35_isa_get()) { /* kernels/dispatch.c: the CPU's level, or a lower one forced by Q35_ISA */
 #if defined(__x86_64__)
-    if ((!isa || !strcmp(isa, "avx512")) && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("avx512vl"))
-        return q35_headscan_avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) return q35_headscan_avx2;
+    case Q35_ISA_AVX512: return q35_headscan_avx512; /* implies BW, VL, VNNI */
+    case Q35_ISA_AVX2: return q35_headscan_avx2;     /* implies FMA, F16C */
 #endif
-    return q35_headscan_ref;
+    default: return q35_headscan_ref;
+    }
 }
