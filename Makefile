@@ -80,8 +80,35 @@ FUZZ_SECONDS ?= 60
 fuzz:
 	@sh tests/fuzz/run.sh $(FUZZ_SECONDS)
 
+# Kernel throughput on the Qwen3.5-0.8B layer shapes: GB/s at n = 1, GFLOP/s at n = 64, per format,
+# ISA and thread count (tests/bench_kernels.c; not part of `make test`).
+$(BUILD)/bench_kernels: $(BUILD)/obj/tests/bench_kernels.o $(BUILD)/libq35.a
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libq35.a $(LDLIBS)
+bench-kernels: $(BUILD)/bench_kernels
+
+# NEON kernels on x86 hosts: tests/test_kernels.c with the kernel sources only, cross-built for
+# aarch64 (static) and run under qemu-user; prints ok / not ok lines like the other tests.
+# Needs Debian packages gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user.
+NEON_CC   ?= aarch64-linux-gnu-gcc
+NEON_AR   ?= aarch64-linux-gnu-ar
+NEON_QEMU ?= qemu-aarch64
+NEON_DIR  := $(BUILD)/neon
+NEON_SRC  := $(sort $(filter-out %_avx2.c %_avx512.c,$(wildcard src/kernels/*.c)) src/core/pool.c src/core/err.c src/model/tensor.c)
+NEON_OBJ  := $(NEON_SRC:%.c=$(NEON_DIR)/%.o)
+$(NEON_DIR)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(NEON_CC) $(WARN) -D_GNU_SOURCE -Iinclude -Isrc -O2 -g $(if $(filter %_neon.c,$<),$(FLAGS_NEON)) -MMD -MP -c $< -o $@
+$(NEON_DIR)/libkernels.a: $(NEON_OBJ)
+	@rm -f $@
+	$(NEON_AR) rcs $@ $^
+$(NEON_DIR)/test_kernels: $(NEON_DIR)/tests/test_kernels.o $(NEON_DIR)/libkernels.a
+	$(NEON_CC) -static -o $@ $^ -lm -lpthread
+test-neon: $(NEON_DIR)/test_kernels
+	@$(NEON_QEMU) $(NEON_DIR)/test_kernels
+
 clean:
 	rm -rf build build-asan build-fuzz
 
-.PHONY: all test test-asan fuzz clean
+.PHONY: all test test-asan fuzz clean bench-kernels test-neon
+-include $(NEON_OBJ:.o=.d) $(NEON_DIR)/tests/test_kernels.d
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d)

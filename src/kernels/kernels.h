@@ -5,12 +5,48 @@
 #include <stdint.h>
 #include "model/tensor.h"
 
-/* Y[n][rows] = X[n][cols] · W^T, W = [rows][cols] in its stored dtype (f32, f16, bf16). */
+/* ---- Matrix products (matmul.c; formats in kernels/quant.h) ----
+ * Y[n][rows] = X[n][cols] · W^T, W = [rows][cols] in any dtype the kernels read (F32, F16, BF16,
+ * Q8_0, Q4_0, Q4R, Q4_K, Q6_K) and layout (row-major, or Q35_LAYOUT_R16 from q35_tensor_repack:
+ * integer formats are fast only in R16). Output rows are split across the global thread pool
+ * (src/core/pool.h), the caller working too: call it from outside pool tasks. For integer formats
+ * the activations are quantized once per call to 8-bit blocks (and rotated for Q4R) into a buffer
+ * of the calling thread that grows on first use and is reused after: no allocation per call once
+ * the largest n x cols has been seen (q35_matmul_reserve pre-grows it). */
 void q35_matmul(const q35_tensor *W, const float *X, int n, float *Y);
-/* Same for a row range [r0, r1) of W only; Y keeps the full row stride `rows`. */
+/* Same for a row range [r0, r1) of W only, on the calling thread alone (usable inside pool tasks);
+ * Y keeps the full row stride `rows`. */
 void q35_matmul_rows(const q35_tensor *W, const float *X, int n, float *Y, int64_t r0, int64_t r1);
-/* y[cols] = row r of W as float32 (embedding lookup). */
+/* Grows the calling thread's activation buffer for products up to n tokens x cols columns.
+ * Returns 0, or -1 when out of memory (q35_matmul then still works, more slowly, token by token). */
+int q35_matmul_reserve(int64_t cols, int n);
+/* Frees the calling thread's activation buffer (threads that exit free theirs automatically). */
+void q35_matmul_release(void);
+/* BF16 weights: 0 (default) = exact: bf16 weights widened to fp32, fp32 activations, fp32 FMA;
+ * 1 = where the CPU has AVX-512 BF16, activations are rounded to bf16 once per call (relative error
+ * up to 2^-9 each) and products use vdpbf16ps. Measured on the 2-core AVX-512 test VM: no faster
+ * than the exact path (~90 GFLOP/s either way at n = 64), and logits move by up to 2-6% of the
+ * largest logit on the random parity fixtures (test_parity fails at 1e-4), so it stays off; kept
+ * for CPUs whose vdpbf16ps outruns their FMA. Q35_BF16_DOT=1 in the environment turns it on at
+ * start. Returns the previous value. */
+int q35_matmul_set_bf16_dot(int on);
+/* y[cols] = row r of W as float32 (embedding lookup), any dtype and layout. */
 void q35_tensor_row_f32(const q35_tensor *W, int64_t r, float *y);
+
+/* ---- CPU features and dispatch (dispatch.c) ----
+ * The instruction set the kernels use is chosen once, at first use, from the CPU and OS:
+ * AVX512 = AVX-512 F/BW/VL/DQ + VNNI with the OS saving ZMM state (BF16 used when present);
+ * AVX2 = AVX2 + FMA + F16C (AVX-VNNI used when present); NEON = aarch64 with dotprod and fp16.
+ * The environment variable Q35_ISA=scalar|avx2|avx512|neon selects a lower one. */
+typedef enum q35_isa { Q35_ISA_SCALAR = 0, Q35_ISA_AVX2, Q35_ISA_AVX512, Q35_ISA_NEON, Q35_ISA_COUNT } q35_isa;
+q35_isa q35_isa_best(void);             /* the best level this CPU and OS support */
+q35_isa q35_isa_get(void);              /* the level in use */
+/* Use `isa` from now on (tests, benchmarks; not while products run). Returns 0, or -1 when the
+ * CPU lacks it. */
+int q35_isa_set(q35_isa isa);
+const char *q35_isa_name(q35_isa isa);
+/* "avx512 (vnni bf16)" and the like: the level in use and the optional features it exploits. */
+const char *q35_isa_describe(void);
 
 /* y[n] = x / sqrt(mean(x^2) + eps) * scale  (scale already holds 1+w for zero-centred norms). */
 void q35_rmsnorm(const float *x, const float *scale, int n, float eps, float *y);

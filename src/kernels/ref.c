@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
+#include "kernels/mm.h"
 
 static float dot_f32(const float *w, const float *x, int64_t n) {
     float acc[8] = {0};
@@ -28,37 +29,148 @@ static float dot_f16(const uint16_t *w, const float *x, int64_t n) {
     return acc;
 }
 
-void q35_matmul_rows(const q35_tensor *W, const float *X, int n, float *Y, int64_t r0, int64_t r1) {
-    const int64_t rows = W->shape[0], cols = W->shape[1];
+/* ---- scalar matrix products (the reference every SIMD kernel is compared with) ----
+ * Integer formats: the activations arrive quantized (mm.h, q35_act); per row r and token t,
+ *   Q8_0/Q4_0/Q4R: acc = 0; for each block b in order: acc = fmaf(dw*da, (float)isum, acc),
+ *     isum = sum_k qw[k]*qa[k] exactly (int32);
+ *   Q4_K: for each sub-block s (= activation block b) in order:
+ *     acc = fmaf(d*da, (float)(sc*dot), acc); acc = fmaf(-(dmin*da), (float)(m*sum qa), acc);
+ *   Q6_K: for each block b: isum = sc[2b']*dot(first 16) + sc[2b'+1]*dot(last 16);
+ *     acc = fmaf(d*da, (float)isum, acc).
+ * Every integer is below 2^24, so each conversion to float is exact and a SIMD kernel doing the
+ * same per-row sequence of float operations gives bitwise the same result. */
+
+static void mm_f32(const q35_mm_job *j, int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; r++) {
-        switch (W->dtype) {
-        case Q35_DT_F32: {
-            const float *w = (const float *)W->data + r * cols;
-            for (int t = 0; t < n; t++) Y[(int64_t)t * rows + r] = dot_f32(w, X + (int64_t)t * cols, cols);
-            break;
-        }
-        case Q35_DT_BF16: {
-            const uint16_t *w = (const uint16_t *)W->data + r * cols;
-            for (int t = 0; t < n; t++) Y[(int64_t)t * rows + r] = dot_bf16(w, X + (int64_t)t * cols, cols);
-            break;
-        }
-        case Q35_DT_F16: {
-            const uint16_t *w = (const uint16_t *)W->data + r * cols;
-            for (int t = 0; t < n; t++) Y[(int64_t)t * rows + r] = dot_f16(w, X + (int64_t)t * cols, cols);
-            break;
-        }
-        default:
-            for (int t = 0; t < n; t++) Y[(int64_t)t * rows + r] = 0;
+        const float *w = (const float *)j->w + r * j->cols;
+        for (int t = 0; t < j->n; t++) j->Y[(int64_t)t * j->rows + r] = dot_f32(w, j->X + (int64_t)t * j->cols, j->cols);
+    }
+}
+static void mm_bf16(const q35_mm_job *j, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        const uint16_t *w = (const uint16_t *)j->w + r * j->cols;
+        for (int t = 0; t < j->n; t++) j->Y[(int64_t)t * j->rows + r] = dot_bf16(w, j->X + (int64_t)t * j->cols, j->cols);
+    }
+}
+static void mm_f16(const q35_mm_job *j, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        const uint16_t *w = (const uint16_t *)j->w + r * j->cols;
+        for (int t = 0; t < j->n; t++) j->Y[(int64_t)t * j->rows + r] = dot_f16(w, j->X + (int64_t)t * j->cols, j->cols);
+    }
+}
+
+static inline const int8_t *aq(const q35_act *a, int64_t b, int t) { return a->q + ((size_t)b * a->n + t) * 32; }
+static inline float ad(const q35_act *a, int64_t b, int t) { return a->d[(size_t)b * a->n + t]; }
+static inline int32_t idot(const int8_t *w, const int8_t *x, int k) {
+    int32_t s = 0;
+    for (int i = 0; i < k; i++) s += (int32_t)w[i] * x[i];
+    return s;
+}
+
+static void mm_b32(const q35_mm_job *j, int64_t r0, int64_t r1) {
+    const int64_t nb = j->cols / 32;
+    for (int64_t r = r0; r < r1; r++) {
+        for (int t = 0; t < j->n; t++) j->Y[(int64_t)t * j->rows + r] = 0.0f;
+        for (int64_t b = 0; b < nb; b++) {
+            float dw;
+            int8_t q[32];
+            q35_get_b32(j->W, r, b, &dw, q);
+            for (int t = 0; t < j->n; t++) {
+                float *y = &j->Y[(int64_t)t * j->rows + r];
+                const float s = dw * ad(&j->a, b, t);
+                *y = fmaf(s, (float)idot(q, aq(&j->a, b, t), 32), *y);
+            }
         }
     }
 }
 
-void q35_matmul(const q35_tensor *W, const float *X, int n, float *Y) { q35_matmul_rows(W, X, n, Y, 0, W->shape[0]); }
-
-void q35_tensor_row_f32(const q35_tensor *W, int64_t r, float *y) {
-    const int64_t cols = W->shape[1];
-    for (int64_t i = 0; i < cols; i++) y[i] = q35_tensor_get_f32(W, r * cols + i);
+static void mm_q4k(const q35_mm_job *j, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        for (int t = 0; t < j->n; t++) j->Y[(int64_t)t * j->rows + r] = 0.0f;
+        for (int64_t sb = 0; sb < j->cols / 256; sb++) {
+            float d, dmin;
+            uint8_t sc[8], m[8], q[256];
+            int8_t qs[256];
+            q35_get_q4k(j->W, r, sb, &d, &dmin, sc, m, q);
+            for (int e = 0; e < 256; e++) qs[e] = (int8_t)q[e];
+            for (int s = 0; s < 8; s++) {
+                const int64_t b = 8 * sb + s;
+                for (int t = 0; t < j->n; t++) {
+                    float *y = &j->Y[(int64_t)t * j->rows + r];
+                    const int8_t *x = aq(&j->a, b, t);
+                    int32_t sum = 0;
+                    for (int k = 0; k < 32; k++) sum += x[k];
+                    const float da = ad(&j->a, b, t), s1 = d * da, s2 = dmin * da;
+                    *y = fmaf(s1, (float)(sc[s] * idot(qs + 32 * s, x, 32)), *y);
+                    *y = fmaf(-s2, (float)(m[s] * sum), *y);
+                }
+            }
+        }
+    }
 }
+
+static void mm_q6k(const q35_mm_job *j, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        for (int t = 0; t < j->n; t++) j->Y[(int64_t)t * j->rows + r] = 0.0f;
+        for (int64_t sb = 0; sb < j->cols / 256; sb++) {
+            float d;
+            int8_t sc[16], q[256];
+            q35_get_q6k(j->W, r, sb, &d, sc, q);
+            for (int s = 0; s < 8; s++) {
+                const int64_t b = 8 * sb + s;
+                for (int t = 0; t < j->n; t++) {
+                    float *y = &j->Y[(int64_t)t * j->rows + r];
+                    const int8_t *x = aq(&j->a, b, t);
+                    const int32_t isum = sc[2 * s] * idot(q + 32 * s, x, 16) + sc[2 * s + 1] * idot(q + 32 * s + 16, x + 16, 16);
+                    const float s1 = d * ad(&j->a, b, t);
+                    *y = fmaf(s1, (float)isum, *y);
+                }
+            }
+        }
+    }
+}
+
+void q35_actq_ref(const float *x, int t, int mult, q35_act *a) {
+    for (int b = 0; b < a->nb; b++) {
+        const float *v = x + 32 * b;
+        float amax = 0;
+        for (int k = 0; k < 32; k++) amax = fmaxf(amax, fabsf(v[k]));
+        const size_t i = (size_t)b * a->n + t;
+        int8_t *q = a->q + 32 * i;
+        if (!(amax >= 1e-30f)) { /* zero (or NaN) block: codes 0 */
+            memset(q, 0, 32);
+            a->d[i] = 0.0f;
+            a->s[i] = 0;
+            a->h[2 * i] = a->h[2 * i + 1] = 0;
+            continue;
+        }
+        const float id = 127.0f / amax;
+        int s0 = 0, s1 = 0;
+        for (int k = 0; k < 32; k++) {
+            q[k] = (int8_t)(int)nearbyintf(v[k] * id);
+            if (k < 16) s0 += q[k];
+            else s1 += q[k];
+        }
+        a->d[i] = amax / 127.0f;
+        a->s[i] = mult * (s0 + s1);
+        a->h[2 * i] = (int16_t)s0;
+        a->h[2 * i + 1] = (int16_t)s1;
+    }
+}
+
+void q35_rot_ref(float *x, int64_t n) {
+    for (int64_t g = 0; g < n / Q35_Q4R_GROUP; g++) q35_q4r_rotate(x + Q35_Q4R_GROUP * g);
+}
+
+const q35_kern q35_kern_scalar = {
+    .mm = {[Q35_DT_F32] = {mm_f32, NULL}, [Q35_DT_F16] = {mm_f16, NULL}, [Q35_DT_BF16] = {mm_bf16, NULL},
+           [Q35_DT_Q8_0] = {mm_b32, mm_b32}, [Q35_DT_Q4_0] = {mm_b32, mm_b32}, [Q35_DT_Q4R] = {mm_b32, mm_b32},
+           [Q35_DT_Q4_K] = {mm_q4k, mm_q4k}, [Q35_DT_Q6_K] = {mm_q6k, mm_q6k}},
+    .actq = q35_actq_ref,
+    .rot = q35_rot_ref,
+};
+
+void q35_tensor_row_f32(const q35_tensor *W, int64_t r, float *y) { q35_tensor_dequant_row(W, r, y); }
 
 void q35_rmsnorm(const float *x, const float *scale, int n, float eps, float *y) {
     float ss = 0;

@@ -34,7 +34,10 @@ typedef struct q35_tensor {
     int64_t shape[Q35_MAX_DIMS];   /* PyTorch order: shape[0] is the slowest axis ([out, in] for Linear) */
     const void *data;              /* [numel] elements of dtype, little-endian */
     size_t nbytes;
+    int layout;                    /* Q35_LAYOUT_ROWS (0): rows of blocks as in the file; Q35_LAYOUT_R16: 16-row interleave (kernels/quant.h) */
 } q35_tensor;
+
+enum { Q35_LAYOUT_ROWS = 0, Q35_LAYOUT_R16 = 1 };
 
 size_t q35_dtype_size(q35_dtype t);       /* bytes per element of a plain type; 0 for block-quantized ones */
 int q35_dtype_block(q35_dtype t);         /* elements per block (1 for plain types) */

@@ -1,0 +1,156 @@
+/* CPU feature detection and the choice of kernel table: cpuid + xgetbv on x86 (the OS must save
+ * the YMM / ZMM state), getauxval(AT_HWCAP) on aarch64. Q35_ISA=scalar|avx2|avx512|neon picks a
+ * lower level (tests, benchmarks). */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/mm.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#elif defined(__aarch64__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMD
+#define HWCAP_ASIMD (1 << 1)
+#endif
+#ifndef HWCAP_FPHP
+#define HWCAP_FPHP (1 << 9)
+#endif
+#ifndef HWCAP_ASIMDHP
+#define HWCAP_ASIMDHP (1 << 10)
+#endif
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20)
+#endif
+#endif
+
+static struct {
+    pthread_once_t once;
+    q35_isa best;
+    int avx512bf16, avxvnni;  /* optional features found */
+    int use_avxvnni;          /* AVX2 level: use AVX-VNNI when present (tests turn it off) */
+    volatile int active;      /* q35_isa in use */
+    char desc[64];
+} g = {PTHREAD_ONCE_INIT, Q35_ISA_SCALAR, 0, 0, 1, Q35_ISA_SCALAR, ""};
+
+static const char *const names[Q35_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
+
+#if defined(__x86_64__)
+static unsigned long long xgetbv0(void) {
+    unsigned lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((unsigned long long)hi << 32) | lo;
+}
+
+static void detect(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    const int osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
+    if (!osxsave || !avx) return;
+    const unsigned long long xcr0 = xgetbv0();
+    if ((xcr0 & 0x6) != 0x6) return; /* XMM and YMM state */
+    unsigned b7 = 0, c7 = 0, a71 = 0;
+    if (__get_cpuid_count(7, 0, &a, &b7, &c7, &d)) {
+        unsigned a1, b1, c1, d1;
+        if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) a71 = a1;
+    }
+    const int avx2 = (b7 >> 5) & 1;
+    if (!(avx2 && fma && f16c)) return;
+    g.best = Q35_ISA_AVX2;
+    g.avxvnni = (a71 >> 4) & 1;
+    const int f = (b7 >> 16) & 1, dq = (b7 >> 17) & 1, bw = (b7 >> 30) & 1, vl = (b7 >> 31) & 1, vnni = (c7 >> 11) & 1;
+    if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0) { /* opmask, ZMM_Hi256, Hi16_ZMM */
+        g.best = Q35_ISA_AVX512;
+        g.avx512bf16 = (a71 >> 5) & 1;
+    }
+}
+#elif defined(__aarch64__)
+static void detect(void) {
+    const unsigned long hw = getauxval(AT_HWCAP);
+    if ((hw & HWCAP_ASIMD) && (hw & HWCAP_ASIMDDP) && (hw & HWCAP_FPHP) && (hw & HWCAP_ASIMDHP)) g.best = Q35_ISA_NEON;
+}
+#else
+static void detect(void) {}
+#endif
+
+static int parse_isa(const char *s) {
+    for (int i = 0; i < Q35_ISA_COUNT; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+static int allowed(q35_isa isa) {
+    if (isa == Q35_ISA_SCALAR) return 1;
+    if (isa == g.best) return 1;
+    return isa == Q35_ISA_AVX2 && g.best == Q35_ISA_AVX512;
+}
+
+static void init(void) {
+    detect();
+    g.active = g.best;
+    const char *e = getenv("Q35_ISA");
+    if (e && *e) {
+        const int i = parse_isa(e);
+        if (i >= 0 && allowed((q35_isa)i)) g.active = i;
+    }
+}
+
+q35_isa q35_isa_best(void) {
+    pthread_once(&g.once, init);
+    return g.best;
+}
+
+q35_isa q35_isa_get(void) {
+    pthread_once(&g.once, init);
+    return (q35_isa)g.active;
+}
+
+int q35_isa_set(q35_isa isa) {
+    pthread_once(&g.once, init);
+    if ((unsigned)isa >= Q35_ISA_COUNT || !allowed(isa)) return -1;
+    g.active = isa;
+    return 0;
+}
+
+const char *q35_isa_name(q35_isa isa) { return (unsigned)isa < Q35_ISA_COUNT ? names[isa] : "?"; }
+
+const char *q35_isa_describe(void) {
+    const q35_isa isa = q35_isa_get();
+    const int bf16 = isa == Q35_ISA_AVX512 && g.avx512bf16, vnni = isa == Q35_ISA_AVX512 || (isa == Q35_ISA_AVX2 && g.avxvnni && g.use_avxvnni);
+    snprintf(g.desc, sizeof g.desc, "%s%s%s%s%s", names[isa], vnni || bf16 ? " (" : "", vnni ? (isa == Q35_ISA_AVX2 ? "avx-vnni" : "vnni") : "",
+             bf16 ? (vnni ? " bf16" : "bf16") : "", vnni || bf16 ? ")" : "");
+    if (isa == Q35_ISA_NEON) snprintf(g.desc, sizeof g.desc, "neon (dotprod fp16)");
+    return g.desc;
+}
+
+int q35_cpu_has_avx512bf16(void) {
+    pthread_once(&g.once, init);
+    return g.avx512bf16;
+}
+
+int q35_kern_use_avxvnni(int on) {
+    pthread_once(&g.once, init);
+    const int old = g.use_avxvnni;
+    g.use_avxvnni = on != 0;
+    return old;
+}
+
+int q35_cpu_has_avxvnni(void) {
+    pthread_once(&g.once, init);
+    return g.avxvnni;
+}
+
+const q35_kern *q35_kern_active(void) {
+    switch (q35_isa_get()) {
+#if defined(__x86_64__)
+    case Q35_ISA_AVX512: return &q35_kern_avx512;
+    case Q35_ISA_AVX2: return g.avxvnni && g.use_avxvnni ? &q35_kern_avx2vnni : &q35_kern_avx2;
+#elif defined(__aarch64__)
+    case Q35_ISA_NEON: return &q35_kern_neon;
+#endif
+    default: return &q35_kern_scalar;
+    }
+}

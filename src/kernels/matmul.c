@@ -1,0 +1,204 @@
+/* The public matrix products: pick the kernel of the active ISA for W's dtype and layout, prepare
+ * the activations once per call (8-bit blocks, Q4R rotation, or bf16), and split the output rows
+ * across the global pool in contiguous ranges of whole 16-row groups. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/pool.h"
+#include "kernels/kernels.h"
+#include "kernels/mm.h"
+
+/* ---- the calling thread's activation buffer ---- */
+
+typedef struct act_buf {
+    void *p;      /* 64-byte aligned, cap bytes */
+    size_t cap;
+    int keyed;    /* registered with the thread-exit destructor */
+} act_buf;
+
+static _Thread_local act_buf tls_buf;
+static pthread_key_t buf_key;
+static pthread_once_t buf_once = PTHREAD_ONCE_INIT;
+static volatile int bf16_dot;       /* q35_matmul_set_bf16_dot; initially Q35_BF16_DOT=1 in the environment */
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+static void env_init(void) {
+    const char *e = getenv("Q35_BF16_DOT");
+    if (e && !strcmp(e, "1")) bf16_dot = 1;
+}
+
+static void buf_free(void *v) {
+    act_buf *b = v;
+    free(b->p);
+    b->p = NULL;
+    b->cap = 0;
+}
+static void buf_key_init(void) { (void)pthread_key_create(&buf_key, buf_free); }
+
+static void *buf_get(size_t bytes) {
+    act_buf *b = &tls_buf;
+    if (bytes <= b->cap) return b->p;
+    size_t cap = b->cap ? b->cap : 1 << 16;
+    while (cap < bytes) cap *= 2;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, cap) != 0) return NULL;
+    free(b->p);
+    b->p = p;
+    b->cap = cap;
+    if (!b->keyed) {
+        pthread_once(&buf_once, buf_key_init);
+        if (pthread_setspecific(buf_key, b) == 0) b->keyed = 1;
+    }
+    return p;
+}
+
+void q35_matmul_release(void) { buf_free(&tls_buf); }
+
+static size_t al64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+/* Bytes for n tokens x cols of 8-bit activations (+ one rotated row), and their carving. */
+static size_t act_bytes(int64_t cols, int n) {
+    const size_t nbn = (size_t)(cols / 32) * (size_t)n;
+    return al64(nbn * 32) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64((size_t)cols * 4);
+}
+static float *act_carve(void *p, int64_t cols, int n, q35_act *a) {
+    const size_t nbn = (size_t)(cols / 32) * (size_t)n;
+    char *c = p;
+    a->nb = (int)(cols / 32);
+    a->n = n;
+    a->q = (int8_t *)c;
+    c += al64(nbn * 32);
+    a->d = (float *)c;
+    c += al64(nbn * 4);
+    a->s = (int32_t *)c;
+    c += al64(nbn * 4);
+    a->h = (int16_t *)c;
+    c += al64(nbn * 4);
+    return (float *)c;
+}
+
+int q35_matmul_reserve(int64_t cols, int n) {
+    const size_t need = act_bytes(cols, n), bf = al64((size_t)cols * (size_t)n * 2);
+    return buf_get(need > bf ? need : bf) ? 0 : -1;
+}
+
+int q35_matmul_set_bf16_dot(int on) {
+    pthread_once(&env_once, env_init);
+    const int old = bf16_dot;
+    bf16_dot = on != 0;
+    return old;
+}
+
+/* ---- preparing a job ---- */
+
+static int is_int_format(q35_dtype t) { return t >= Q35_DT_Q8_0 && t <= Q35_DT_Q4R; }
+
+/* Quantize tokens [0, n) of X into a (rotating a copy first for Q4R). */
+static void quantize_acts(const q35_kern *K, q35_dtype dt, const float *X, int64_t cols, int n, q35_act *a, float *tmp) {
+    const int mult = K->act_mult[dt];
+    for (int t = 0; t < n; t++) {
+        const float *x = X + (int64_t)t * cols;
+        if (dt == Q35_DT_Q4R) {
+            memcpy(tmp, x, sizeof(float) * (size_t)cols);
+            K->rot(tmp, cols);
+            x = tmp;
+        }
+        K->actq(x, t, mult, a);
+    }
+}
+
+typedef struct run_ctx {
+    q35_mm_fn fn;
+    const q35_mm_job *job;
+    int64_t r0, r1;     /* rows to compute */
+} run_ctx;
+
+static void run_task(void *vctx, int i, int n) {
+    const run_ctx *c = vctx;
+    const int64_t g0 = c->r0 / 16, g1 = (c->r1 + 15) / 16, ng = g1 - g0;
+    int64_t a = (g0 + ng * i / n) * 16, b = (g0 + ng * (i + 1) / n) * 16;
+    if (a < c->r0) a = c->r0;
+    if (b > c->r1) b = c->r1;
+    if (a < b) c->fn(c->job, a, b);
+}
+
+static void zero_rows(float *Y, int64_t rows, int n, int64_t r0, int64_t r1) {
+    for (int t = 0; t < n; t++) memset(Y + (int64_t)t * rows + r0, 0, sizeof(float) * (size_t)(r1 - r0));
+}
+
+/* Below this many multiply-adds a product runs on the calling thread alone. */
+#define PARALLEL_MIN_MACS (3 << 17) /* measured: 256x1024 at n = 1 is slower on 2 threads, 512x1024 faster */
+
+static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, int64_t r0, int64_t r1, int parallel) {
+    if (n <= 0 || r0 >= r1) return;
+    const int64_t rows = W->shape[0], cols = W->shape[1];
+    const q35_dtype dt = W->dtype;
+    const int layout = W->layout == Q35_LAYOUT_R16;
+    if (W->ndim != 2 || (unsigned)dt >= Q35_DT_COUNT || !q35_quant_supports(dt, cols)) {
+        zero_rows(Y, rows, n, r0, r1);
+        return;
+    }
+    const q35_kern *K = q35_kern_active();
+    q35_mm_fn fn = K->mm[dt][layout];
+    if (!fn) {
+        K = &q35_kern_scalar;
+        fn = K->mm[dt][layout];
+    }
+    if (!fn) {
+        zero_rows(Y, rows, n, r0, r1);
+        return;
+    }
+    q35_mm_job job = {.W = W, .w = W->data, .rows = rows, .cols = cols, .n = n, .X = X, .Y = Y};
+    if (dt == Q35_DT_BF16) pthread_once(&env_once, env_init);
+    if (dt == Q35_DT_BF16 && bf16_dot && K->mm_bf16dot && q35_cpu_has_avx512bf16()) {
+        uint16_t *xb = buf_get((size_t)cols * (size_t)n * 2);
+        if (xb) {
+            for (int64_t i = 0; i < cols * n; i++) xb[i] = q35_f32_to_bf16(X[i]);
+            job.xb = xb;
+            fn = K->mm_bf16dot;
+        }
+    }
+    if (is_int_format(dt)) {
+        void *p = buf_get(act_bytes(cols, n));
+        if (!p) { /* out of memory: one token at a time through buffers on the stack */
+            enum { MAXC = 8192 };
+            if (cols > MAXC) {
+                zero_rows(Y, rows, n, r0, r1);
+                return;
+            }
+            int8_t q[MAXC];
+            float d[MAXC / 32], tmp[MAXC];
+            int32_t s[MAXC / 32];
+            int16_t h[MAXC / 16];
+            for (int t = 0; t < n; t++) {
+                q35_mm_job one = job;
+                one.n = 1;
+                one.X = X + (int64_t)t * cols;
+                one.Y = Y + (int64_t)t * rows;
+                one.a = (q35_act){q, d, s, h, (int)(cols / 32), 1};
+                quantize_acts(K, dt, one.X, cols, 1, &one.a, tmp);
+                fn(&one, r0, r1);
+            }
+            return;
+        }
+        float *tmp = act_carve(p, cols, n, &job.a);
+        quantize_acts(K, dt, X, cols, n, &job.a, tmp);
+    }
+    run_ctx ctx = {fn, &job, r0, r1};
+    int tasks = 1;
+    q35_pool *pool = NULL;
+    if (parallel && (double)(r1 - r0) * (double)cols * n >= PARALLEL_MIN_MACS) {
+        pool = q35_global_pool();
+        const int64_t groups = (r1 + 15) / 16 - r0 / 16;
+        tasks = pool ? q35_pool_threads(pool) : 1;
+        if (tasks > groups) tasks = (int)groups;
+    }
+    if (tasks <= 1) fn(&job, r0, r1);
+    else q35_pool_run(pool, tasks, run_task, &ctx);
+}
+
+void q35_matmul(const q35_tensor *W, const float *X, int n, float *Y) { matmul_impl(W, X, n, Y, 0, W->shape[0], 1); }
+
+void q35_matmul_rows(const q35_tensor *W, const float *X, int n, float *Y, int64_t r0, int64_t r1) {
+    matmul_impl(W, X, n, Y, r0 < 0 ? 0 : r0, r1 > W->shape[0] ? W->shape[0] : r1, 0);
+}

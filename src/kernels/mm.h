@@ -1,0 +1,85 @@
+/* Private to src/kernels: the matrix-product job the per-ISA kernels receive, the 8-bit activation
+ * blocks they read, the per-ISA kernel table, and canonical (layout-free) views of weight blocks. */
+#ifndef Q35_KERNELS_MM_H
+#define Q35_KERNELS_MM_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "kernels/quant.h"
+
+/* Activations quantized to 8 bits per block of 32 columns, block-major so the tokens of one block
+ * sit together (a kernel's token tile reads them at fixed offsets):
+ *   x[t][32b + k] ~= d[b][t] * q[b][t][k],   |q| <= 127 (never -128),
+ *   d = max|x over the block| / 127, q = nearest-even(x * (127 / max|x|)) (0 when the block is 0),
+ *   s[b][t] = mult * sum_k q[b][t][k] (mult chosen per weight format and ISA: the kernels start
+ *   their integer accumulators at s to undo the offset of unsigned weight codes),
+ *   h[b][t][i] = sum of q[b][t][16i .. 16i+15] (plain sums, for Q6_K's 16-value sub-blocks).
+ * For Q4R weights, x is first rotated per 128-column group (quant.h). */
+typedef struct q35_act {
+    int8_t *q;    /* [nb][n][32] */
+    float *d;     /* [nb][n] */
+    int32_t *s;   /* [nb][n] */
+    int16_t *h;   /* [nb][n][2] */
+    int nb;       /* blocks per row: cols / 32 */
+    int n;        /* tokens */
+} q35_act;
+
+/* One product Y[n][rows] = X[n][cols] · W^T, as the kernels see it. */
+typedef struct q35_mm_job {
+    const q35_tensor *W;
+    const uint8_t *w;       /* W->data */
+    int64_t rows, cols;     /* of W; Y's row stride is `rows` */
+    int n;                  /* tokens */
+    const float *X;         /* [n][cols] float activations (float formats) */
+    const uint16_t *xb;     /* [n][cols] activations rounded to bf16 (bf16 dot mode), else NULL */
+    q35_act a;              /* 8-bit activations (integer formats) */
+    float *Y;               /* [n][rows] */
+} q35_mm_job;
+
+/* Computes Y rows [r0, r1) for all n tokens. Kernels for R16 weights may be called with r0 not a
+ * multiple of 16: they compute whole groups and store only rows in [r0, r1). */
+typedef void (*q35_mm_fn)(const q35_mm_job *j, int64_t r0, int64_t r1);
+/* Quantizes token t of x[cols] (already rotated for Q4R) into a (nb blocks), with offset mult. */
+typedef void (*q35_actq_fn)(const float *x, int t, int mult, q35_act *a);
+/* x[n] = rotate each 128-group of x (the Q4R rotation) in place; n % 128 == 0. */
+typedef void (*q35_rot_fn)(float *x, int64_t n);
+
+typedef struct q35_kern {
+    q35_mm_fn mm[Q35_DT_COUNT][2];  /* [dtype][layout] (NULL: fall back to the scalar table) */
+    q35_mm_fn mm_bf16dot;           /* bf16 weights x bf16-rounded activations (NULL: none) */
+    int act_mult[Q35_DT_COUNT];     /* s = mult * sum q for this dtype in R16 layout */
+    q35_actq_fn actq;
+    q35_rot_fn rot;
+} q35_kern;
+
+extern const q35_kern q35_kern_scalar;
+#if defined(__x86_64__)
+extern const q35_kern q35_kern_avx2;
+extern const q35_kern q35_kern_avx2vnni;
+extern const q35_kern q35_kern_avx512;
+#elif defined(__aarch64__)
+extern const q35_kern q35_kern_neon;
+#endif
+/* The table of the active ISA (dispatch.c). */
+const q35_kern *q35_kern_active(void);
+int q35_cpu_has_avx512bf16(void);
+int q35_cpu_has_avxvnni(void);
+/* AVX2 level: 1 (default) uses AVX-VNNI where present, 0 the vpmaddubsw kernels; returns the old value. */
+int q35_kern_use_avxvnni(int on);
+
+/* Scalar pieces shared by all tables (ref.c). */
+void q35_actq_ref(const float *x, int t, int mult, q35_act *a);
+void q35_rot_ref(float *x, int64_t n);
+
+/* Canonical views of one block of row r in any layout (quant.c). */
+/* Q8_0 / Q4_0 / Q4R block b (32 values): x[k] = d * q[k]  (Q4: q = nibble - 8). */
+void q35_get_b32(const q35_tensor *W, int64_t r, int64_t b, float *d, int8_t q[32]);
+/* Q4_K super-block sb: x[32s+k] = (d*sc[s])*q[32s+k] - dmin*m[s], q 0..15. */
+void q35_get_q4k(const q35_tensor *W, int64_t r, int64_t sb, float *d, float *dmin, uint8_t sc[8], uint8_t m[8], uint8_t q[256]);
+/* Q6_K super-block sb: x[e] = d*sc[e/16]*q[e], q -32..31. */
+void q35_get_q6k(const q35_tensor *W, int64_t r, int64_t sb, float *d, int8_t sc[16], int8_t q[256]);
+
+/* Half-float helpers usable from any file. */
+static inline int64_t q35_ceil16(int64_t x) { return (x + 15) & ~(int64_t)15; }
+#endif

@@ -1,0 +1,453 @@
+/* Body of the AVX2 kernels, included by mm_avx2.c (VNNI 0: vpmaddubsw) and mm_vnni_avx2.c
+ * (VNNI 1: AVX-VNNI vpdpbusd). Same R16 layout and float steps as the AVX-512 file (bitwise equal
+ * to ref.c for the integer formats): a 256-bit vector holds 4 quants of 8 rows, a tile is 8 rows
+ * (half a group) x up to 4 tokens. Without VNNI the unsigned x signed byte products go through
+ * vpmaddubsw into 16-bit sums (bounded below 2^15: at most 16 products of 15 x 127 for 4-bit codes),
+ * and Q8_0 uses the sign trick (|w| x sign(a, w)), so its activation offset is 0. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/mm.h"
+
+#ifndef VNNI
+#error "define VNNI before including mm_avx2_impl.h"
+#endif
+#if VNNI
+#define SUFFIX(x) x##_vnni
+#define DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#else
+#define SUFFIX(x) x##_plain
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+INLINE __m256i SUFFIX(bc32)(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+/* Store 8 row results at rows rbase..rbase+7, keeping only [r0, r1). */
+INLINE void SUFFIX(store8)(float *y, __m256 v, int64_t rbase, int64_t r0, int64_t r1) {
+    if (rbase >= r0 && rbase + 8 <= r1) {
+        _mm256_storeu_ps(y + rbase, v);
+        return;
+    }
+    float t[8];
+    _mm256_storeu_ps(t, v);
+    for (int i = 0; i < 8; i++)
+        if (rbase + i >= r0 && rbase + i < r1) y[rbase + i] = t[i];
+}
+
+static int64_t SUFFIX(sbytes16)(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)63; }
+
+/* 16-bit sum of products u x s for one chunk and one token, summed into the int32 lanes. */
+#if !VNNI
+INLINE __m256i maddubs_pair(__m256i acc16, __m256i u, __m256i s) { return _mm256_add_epi16(acc16, _mm256_maddubs_epi16(u, s)); }
+#endif
+
+/* ---- Q4_0 / Q4R ---- */
+INLINE void SUFFIX(q4_tile)(const uint8_t *grp, int64_t nb, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
+                            int64_t rbase, int64_t r0, int64_t r1) {
+    __m256 acc[4];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+    const uint8_t *qs = grp + SUFFIX(sbytes16)(nb) + 32 * hf;
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + 32 * b + 16 * hf)));
+        const uint8_t *cq = qs + 256 * b;
+        const size_t base = (size_t)b * a->n + t0;
+        const int8_t *aq = a->q + base * 32;
+#if VNNI
+        __m256i s[4];
+        UNROLL
+        for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(a->s[base + j]);
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
+            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                s[j] = DPBUSD(s[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
+                s[j] = DPBUSD(s[j], hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c));
+            }
+        }
+#else
+        __m256i p[4], s[4];
+        UNROLL
+        for (int j = 0; j < T; j++) p[j] = _mm256_setzero_si256();
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
+            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                p[j] = maddubs_pair(p[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
+                p[j] = maddubs_pair(p[j], hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c));
+            }
+        }
+        const __m256i ones = _mm256_set1_epi16(1);
+        UNROLL
+        for (int j = 0; j < T; j++) s[j] = _mm256_add_epi32(_mm256_madd_epi16(p[j], ones), _mm256_set1_epi32(a->s[base + j]));
+#endif
+        UNROLL
+        for (int j = 0; j < T; j++) {
+            const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(a->d[base + j]));
+            acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(s[j]), acc[j]);
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* ---- Q8_0 ---- */
+INLINE void SUFFIX(q8_tile)(const uint8_t *grp, int64_t nb, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
+                            int64_t rbase, int64_t r0, int64_t r1) {
+    __m256 acc[4];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+    const uint8_t *qs = grp + SUFFIX(sbytes16)(nb) + 32 * hf;
+    for (int64_t b = 0; b < nb; b++) {
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + 32 * b + 16 * hf)));
+        const uint8_t *cq = qs + 512 * b;
+        const size_t base = (size_t)b * a->n + t0;
+        const int8_t *aq = a->q + base * 32;
+        __m256i s[4];
+        UNROLL
+        for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(a->s[base + j]);
+#if !VNNI
+        const __m256i ones = _mm256_set1_epi16(1), x80 = _mm256_set1_epi8((char)0x80);
+#endif
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            const __m256i u = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
+#if VNNI
+            UNROLL
+            for (int j = 0; j < T; j++) s[j] = DPBUSD(s[j], u, SUFFIX(bc32)(aq + 32 * j + 4 * c));
+#else
+            const __m256i w = _mm256_xor_si256(u, x80), aw = _mm256_abs_epi8(w);
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                const __m256i sa = _mm256_sign_epi8(SUFFIX(bc32)(aq + 32 * j + 4 * c), w);
+                s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones));
+            }
+#endif
+        }
+        UNROLL
+        for (int j = 0; j < T; j++) {
+            const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(a->d[base + j]));
+            acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(s[j]), acc[j]);
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* ---- Q4_K ---- */
+INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
+                             int64_t rbase, int64_t r0, int64_t r1) {
+    __m256 acc[4];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = grp + 2368 * sb;
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * hf)));
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * hf)));
+        for (int s = 0; s < 8; s++) {
+            const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 64 + 16 * s + 8 * hf)));
+            const __m256i mm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 192 + 16 * s + 8 * hf)));
+            const uint8_t *cq = p + 320 + 256 * s + 32 * hf;
+            const size_t base = (size_t)(8 * sb + s) * a->n + t0;
+            const int8_t *aq = a->q + base * 32;
+            __m256i dot[4];
+            UNROLL
+            for (int j = 0; j < T; j++) dot[j] = _mm256_setzero_si256();
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
+                const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                UNROLL
+                for (int j = 0; j < T; j++) {
+#if VNNI
+                    dot[j] = DPBUSD(dot[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
+                    dot[j] = DPBUSD(dot[j], hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c));
+#else
+                    dot[j] = maddubs_pair(dot[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
+                    dot[j] = maddubs_pair(dot[j], hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c));
+#endif
+                }
+            }
+            UNROLL
+            for (int j = 0; j < T; j++) {
+#if !VNNI
+                dot[j] = _mm256_madd_epi16(dot[j], _mm256_set1_epi16(1));
+#endif
+                const __m256 da = _mm256_set1_ps(a->d[base + j]);
+                const __m256i msum = _mm256_mullo_epi32(mm, _mm256_set1_epi32(a->s[base + j]));
+                acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(_mm256_mullo_epi32(dot[j], sc)), acc[j]);
+                acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(msum), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* ---- Q6_K ---- */
+INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
+                             int64_t rbase, int64_t r0, int64_t r1) {
+    __m256 acc[4];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = grp + 3360 * sb;
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * hf)));
+        for (int s = 0; s < 8; s++) {
+            const __m256i sc0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s) + 8 * hf)));
+            const __m256i sc1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s + 1) + 8 * hf)));
+            const uint8_t *L = p + 288 + 384 * s + 32 * hf, *H = p + 288 + 384 * s + 256 + 32 * hf;
+            const size_t base = (size_t)(8 * sb + s) * a->n + t0;
+            const int8_t *aq = a->q + base * 32;
+            __m256i s0[4], s1[4];
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                s0[j] = _mm256_set1_epi32(-32 * a->h[2 * (base + j)]);
+                s1[j] = _mm256_set1_epi32(-32 * a->h[2 * (base + j) + 1]);
+            }
+            const __m256i h0 = _mm256_loadu_si256((const __m256i *)H), h1 = _mm256_loadu_si256((const __m256i *)(H + 64));
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(L + 64 * c));
+                /* top bits of value 4c+i: bits 2c of H0; of value 16+4c+i: bits 2c of H1 */
+                const __m256i tl = c == 0 ? _mm256_slli_epi16(h0, 4) : c == 1 ? _mm256_slli_epi16(h0, 2) : c == 2 ? h0 : _mm256_srli_epi16(h0, 2);
+                const __m256i th = c == 0 ? _mm256_slli_epi16(h1, 4) : c == 1 ? _mm256_slli_epi16(h1, 2) : c == 2 ? h1 : _mm256_srli_epi16(h1, 2);
+                const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(tl, m30));
+                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(th, m30));
+                UNROLL
+                for (int j = 0; j < T; j++) {
+#if VNNI
+                    s0[j] = DPBUSD(s0[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
+                    s1[j] = DPBUSD(s1[j], hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c));
+#else /* codes up to 63: one product pair per 16-bit lane, widened at once */
+                    const __m256i ones = _mm256_set1_epi16(1);
+                    s0[j] = _mm256_add_epi32(s0[j], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, SUFFIX(bc32)(aq + 32 * j + 4 * c)), ones));
+                    s1[j] = _mm256_add_epi32(s1[j], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c)), ones));
+#endif
+                }
+            }
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                const __m256i isum = _mm256_add_epi32(_mm256_mullo_epi32(s0[j], sc0), _mm256_mullo_epi32(s1[j], sc1));
+                const __m256 f = _mm256_mul_ps(d, _mm256_set1_ps(a->d[base + j]));
+                acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(isum), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+#define R8_DRIVER(name, tile, NB)                                                                              \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
+        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
+        const int64_t nb = NB;                                                                                 \
+        for (int64_t h = r0 / 8; h * 8 < r1; h++) {                                                            \
+            const uint8_t *grp = j->w + (size_t)(h / 2) * gb;                                                  \
+            const int hf = (int)(h & 1);                                                                       \
+            for (int t0 = 0; t0 < j->n; t0 += 4) {                                                             \
+                switch (j->n - t0 < 4 ? j->n - t0 : 4) {                                                       \
+                case 1: tile(grp, nb, hf, &j->a, t0, 1, j->Y, j->rows, 8 * h, r0, r1); break;                   \
+                case 2: tile(grp, nb, hf, &j->a, t0, 2, j->Y, j->rows, 8 * h, r0, r1); break;                   \
+                case 3: tile(grp, nb, hf, &j->a, t0, 3, j->Y, j->rows, 8 * h, r0, r1); break;                   \
+                default: tile(grp, nb, hf, &j->a, t0, 4, j->Y, j->rows, 8 * h, r0, r1); break;                  \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+R8_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(q4_tile), j->cols / 32)
+R8_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(q8_tile), j->cols / 32)
+R8_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(q4k_tile), j->cols / 256)
+R8_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(q6k_tile), j->cols / 256)
+
+/* ---- float formats (row-major): 4 rows x up to 2 tokens ---- */
+#if !VNNI
+enum { WF32, WF16, WBF16 };
+
+INLINE __m256 wload8(const void *w, int64_t i, const int kind) {
+    if (kind == WF32) return _mm256_loadu_ps((const float *)w + i);
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)w + i));
+    if (kind == WF16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+static float wscalar(const void *w, int64_t i, int kind) {
+    if (kind == WF32) return ((const float *)w)[i];
+    const uint16_t h = ((const uint16_t *)w)[i];
+    return kind == WF16 ? q35_f16_to_f32(h) : q35_bf16_to_f32(h);
+}
+INLINE float hsum8(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const int T, const int kind) {
+    const int64_t cols = jb->cols;
+    const size_t esz = kind == WF32 ? 4 : 2;
+    __m256 acc[4][2];
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < T; t++) acc[i][t] = _mm256_setzero_ps();
+    const uint8_t *w0 = jb->w + (size_t)r * cols * esz;
+    const float *x0 = jb->X + (int64_t)t0 * cols;
+    int64_t k = 0;
+    for (; k + 8 <= cols; k += 8) {
+        __m256 x[2], w[4];
+        UNROLL
+        for (int t = 0; t < T; t++) x[t] = _mm256_loadu_ps(x0 + (int64_t)t * cols + k);
+        UNROLL
+        for (int i = 0; i < R; i++) w[i] = wload8(w0 + (size_t)i * cols * esz, k, kind);
+        UNROLL
+        for (int i = 0; i < R; i++)
+            UNROLL
+            for (int t = 0; t < T; t++) acc[i][t] = _mm256_fmadd_ps(w[i], x[t], acc[i][t]);
+    }
+    for (int i = 0; i < R; i++)
+        for (int t = 0; t < T; t++) {
+            float s = hsum8(acc[i][t]);
+            for (int64_t kk = k; kk < cols; kk++) s += wscalar(w0 + (size_t)i * cols * esz, kk, kind) * x0[(int64_t)t * cols + kk];
+            jb->Y[(int64_t)(t0 + t) * jb->rows + r + i] = s;
+        }
+}
+
+#define FP_T(R, kind)                                                            \
+    if (j->n - t0 >= 2) fp_tile(j, r, R, t0, 2, kind);                          \
+    else fp_tile(j, r, R, t0, 1, kind);
+#define FP_DRIVER(name, kind)                                                    \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {              \
+        for (int64_t r = r0; r < r1; r += 4) {                                   \
+            const int64_t R = r1 - r < 4 ? r1 - r : 4;                           \
+            for (int t0 = 0; t0 < j->n; t0 += 2) {                               \
+                if (R == 4) { FP_T(4, kind) }                                    \
+                else if (R == 3) { FP_T(3, kind) }                               \
+                else if (R == 2) { FP_T(2, kind) }                               \
+                else { FP_T(1, kind) }                                           \
+            }                                                                    \
+        }                                                                        \
+    }
+FP_DRIVER(mm_f32, WF32)
+FP_DRIVER(mm_f16, WF16)
+FP_DRIVER(mm_bf16, WBF16)
+
+/* ---- activation quantization and rotation (bitwise equal to ref.c) ---- */
+INLINE int hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+static void actq(const float *x, int t, int mult, q35_act *a) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int b = 0; b < a->nb; b++) {
+        __m256 v[4];
+        for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
+        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                 _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const size_t i = (size_t)b * a->n + t;
+        int8_t *q = a->q + 32 * i;
+        if (!(amax >= 1e-30f)) {
+            memset(q, 0, 32);
+            a->d[i] = 0.0f;
+            a->s[i] = 0;
+            a->h[2 * i] = a->h[2 * i + 1] = 0;
+            continue;
+        }
+        const __m256 id = _mm256_set1_ps(127.0f / amax);
+        __m256i qi[4];
+        for (int k = 0; k < 4; k++) qi[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
+        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+        _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(p, perm));
+        const int s0 = hsum_i32(_mm256_add_epi32(qi[0], qi[1])), s1 = hsum_i32(_mm256_add_epi32(qi[2], qi[3]));
+        a->d[i] = amax / 127.0f;
+        a->s[i] = mult * (s0 + s1);
+        a->h[2 * i] = (int16_t)s0;
+        a->h[2 * i + 1] = (int16_t)s1;
+    }
+}
+
+static void rot(float *x, int64_t n) {
+    __m256 sg[3], signs[16];
+    for (int s = 0; s < 3; s++) {
+        float f[8];
+        for (int l = 0; l < 8; l++) f[l] = (l >> s) & 1 ? -1.0f : 1.0f;
+        sg[s] = _mm256_loadu_ps(f);
+    }
+    for (int v = 0; v < 16; v++) {
+        float f[8];
+        for (int l = 0; l < 8; l++) {
+            const int jj = 8 * v + l;
+            f[l] = (Q35_Q4R_SIGNS[jj >> 5] >> (jj & 31)) & 1u ? -1.0f : 1.0f;
+        }
+        signs[v] = _mm256_loadu_ps(f);
+    }
+    const __m256 scale = _mm256_set1_ps(Q35_Q4R_SCALE);
+    for (int64_t g = 0; g < n / 128; g++) {
+        float *p = x + 128 * g;
+        __m256 v[16];
+        for (int i = 0; i < 16; i++) {
+            v[i] = _mm256_mul_ps(_mm256_loadu_ps(p + 8 * i), signs[i]);
+            v[i] = _mm256_fmadd_ps(v[i], sg[0], _mm256_permute_ps(v[i], 0xB1));
+            v[i] = _mm256_fmadd_ps(v[i], sg[1], _mm256_permute_ps(v[i], 0x4E));
+            v[i] = _mm256_fmadd_ps(v[i], sg[2], _mm256_permute2f128_ps(v[i], v[i], 1));
+        }
+        for (int h = 1; h < 16; h <<= 1)
+            for (int i = 0; i < 16; i += 2 * h)
+                for (int k = i; k < i + h; k++) {
+                    const __m256 a = v[k], b = v[k + h];
+                    v[k] = _mm256_add_ps(a, b);
+                    v[k + h] = _mm256_sub_ps(a, b);
+                }
+        for (int i = 0; i < 16; i++) _mm256_storeu_ps(p + 8 * i, _mm256_mul_ps(v[i], scale));
+    }
+}
+
+const q35_kern q35_kern_avx2 = {
+    .mm = {[Q35_DT_F32] = {mm_f32, NULL}, [Q35_DT_F16] = {mm_f16, NULL}, [Q35_DT_BF16] = {mm_bf16, NULL},
+           [Q35_DT_Q8_0] = {NULL, mm_q8_r16_plain}, [Q35_DT_Q4_0] = {NULL, mm_q4_r16_plain}, [Q35_DT_Q4R] = {NULL, mm_q4_r16_plain},
+           [Q35_DT_Q4_K] = {NULL, mm_q4k_r16_plain}, [Q35_DT_Q6_K] = {NULL, mm_q6k_r16_plain}},
+    .act_mult = {[Q35_DT_Q8_0] = 0, [Q35_DT_Q4_0] = -8, [Q35_DT_Q4R] = -8, [Q35_DT_Q4_K] = 1, [Q35_DT_Q6_K] = 1},
+    .actq = actq,
+    .rot = rot,
+};
+/* for the AVX-VNNI table (mm_vnni_avx2.c) */
+void q35_avx2_actq(const float *x, int t, int mult, q35_act *a) { actq(x, t, mult, a); }
+void q35_avx2_rot(float *x, int64_t n) { rot(x, n); }
+void q35_avx2_mm_f32(const q35_mm_job *j, int64_t r0, int64_t r1) { mm_f32(j, r0, r1); }
+void q35_avx2_mm_f16(const q35_mm_job *j, int64_t r0, int64_t r1) { mm_f16(j, r0, r1); }
+void q35_avx2_mm_bf16(const q35_mm_job *j, int64_t r0, int64_t r1) { mm_bf16(j, r0, r1); }
+#else
+void q35_avx2_actq(const float *x, int t, int mult, q35_act *a);
+void q35_avx2_rot(float *x, int64_t n);
+void q35_avx2_mm_f32(const q35_mm_job *j, int64_t r0, int64_t r1);
+void q35_avx2_mm_f16(const q35_mm_job *j, int64_t r0, int64_t r1);
+void q35_avx2_mm_bf16(const q35_mm_job *j, int64_t r0, int64_t r1);
+const q35_kern q35_kern_avx2vnni = {
+    .mm = {[Q35_DT_F32] = {q35_avx2_mm_f32, NULL}, [Q35_DT_F16] = {q35_avx2_mm_f16, NULL}, [Q35_DT_BF16] = {q35_avx2_mm_bf16, NULL},
+           [Q35_DT_Q8_0] = {NULL, mm_q8_r16_vnni}, [Q35_DT_Q4_0] = {NULL, mm_q4_r16_vnni}, [Q35_DT_Q4R] = {NULL, mm_q4_r16_vnni},
+           [Q35_DT_Q4_K] = {NULL, mm_q4k_r16_vnni}, [Q35_DT_Q6_K] = {NULL, mm_q6k_r16_vnni}},
+    .act_mult = {[Q35_DT_Q8_0] = -128, [Q35_DT_Q4_0] = -8, [Q35_DT_Q4R] = -8, [Q35_DT_Q4_K] = 1, [Q35_DT_Q6_K] = 1},
+    .actq = q35_avx2_actq,
+    .rot = q35_avx2_rot,
+};
+#endif

@@ -1,0 +1,419 @@
+/* AVX-512 (F/BW/VL/DQ + VNNI, BF16 where present) matrix products.
+ * Integer formats read the R16 layout (kernels/quant.h): one 512-bit vector holds 4 quants of each
+ * of 16 rows, so vpdpbusd with a broadcast group of 4 activation bytes sums 4 products per row in
+ * its 32-bit lanes; a tile is 16 rows x up to 8 tokens, each weight vector unpacked once per tile.
+ * The float steps per row and block are the scalar reference's (ref.c), so results are bitwise
+ * equal to it. Float formats: 4 rows x up to 4 tokens of fp32 FMA per tile, row-major weights. */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/mm.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+INLINE __m512i bcast32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* Masked store of 16 row results at rows rbase..rbase+15, keeping only [r0, r1). */
+INLINE void store16(float *y, __m512 v, int64_t rbase, int64_t r0, int64_t r1) {
+    int64_t lo = r0 - rbase, hi = r1 - rbase;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > 16 ? 16 : hi;
+    const __mmask16 m = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+    _mm512_mask_storeu_ps(y + rbase, m, v);
+}
+
+static int64_t scale_bytes16(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)63; }
+
+/* ---- Q4_0 / Q4R, R16 ---- */
+
+INLINE void q4_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
+                    int64_t r0, int64_t r1) {
+    __m512 acc[8];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+    const uint8_t *qs = grp + scale_bytes16(nb);
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * b)));
+        const uint8_t *cq = qs + 256 * b;
+        __m512i lo[4], hi[4];
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
+            lo[c] = _mm512_and_si512(v, m4);
+            hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        }
+        const size_t base = (size_t)b * a->n + t0;
+        const int8_t *aq = a->q + base * 32;
+        UNROLL
+        for (int j = 0; j < T; j++) {
+            __m512i s = _mm512_set1_epi32(a->s[base + j]);
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                s = _mm512_dpbusd_epi32(s, lo[c], bcast32(aq + 32 * j + 4 * c));
+                s = _mm512_dpbusd_epi32(s, hi[c], bcast32(aq + 32 * j + 16 + 4 * c));
+            }
+            const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base + j]));
+            acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s), acc[j]);
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* ---- Q8_0, R16 ---- */
+
+INLINE void q8_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
+                    int64_t r0, int64_t r1) {
+    __m512 acc[8];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+    const uint8_t *qs = grp + scale_bytes16(nb);
+    for (int64_t b = 0; b < nb; b++) {
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * b)));
+        const uint8_t *cq = qs + 512 * b;
+        __m512i w[8];
+        UNROLL
+        for (int c = 0; c < 8; c++) w[c] = _mm512_loadu_si512((const void *)(cq + 64 * c));
+        const size_t base = (size_t)b * a->n + t0;
+        const int8_t *aq = a->q + base * 32;
+        UNROLL
+        for (int j = 0; j < T; j++) {
+            __m512i s = _mm512_set1_epi32(a->s[base + j]);
+            UNROLL
+            for (int c = 0; c < 8; c++) s = _mm512_dpbusd_epi32(s, w[c], bcast32(aq + 32 * j + 4 * c));
+            const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base + j]));
+            acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s), acc[j]);
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* ---- Q4_K, R16 (per super-block: d[16] dmin[16] sc[8][16] m[8][16], 8 x 4 chunks) ---- */
+
+INLINE void q4k_tile(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
+                     int64_t r0, int64_t r1) {
+    __m512 acc[8];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = grp + 2368 * sb;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
+        for (int s = 0; s < 8; s++) {
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s)));
+            const __m512i mm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s)));
+            const uint8_t *cq = p + 320 + 256 * s;
+            __m512i lo[4], hi[4];
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
+                lo[c] = _mm512_and_si512(v, m4);
+                hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+            const size_t base = (size_t)(8 * sb + s) * a->n + t0;
+            const int8_t *aq = a->q + base * 32;
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                __m512i dot = _mm512_setzero_si512();
+                UNROLL
+                for (int c = 0; c < 4; c++) {
+                    dot = _mm512_dpbusd_epi32(dot, lo[c], bcast32(aq + 32 * j + 4 * c));
+                    dot = _mm512_dpbusd_epi32(dot, hi[c], bcast32(aq + 32 * j + 16 + 4 * c));
+                }
+                const __m512 da = _mm512_set1_ps(a->d[base + j]);
+                const __m512i msum = _mm512_mullo_epi32(mm, _mm512_set1_epi32(a->s[base + j]));
+                acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(_mm512_mullo_epi32(dot, sc)), acc[j]);
+                acc[j] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(msum), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* ---- Q6_K, R16 (per super-block: d[16], sc[16][16], 8 x (L0..L3, H0, H1)) ---- */
+
+INLINE void q6k_tile(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
+                     int64_t r0, int64_t r1) {
+    __m512 acc[8];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = grp + 3360 * sb;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        for (int s = 0; s < 8; s++) {
+            const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s))));
+            const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1))));
+            const uint8_t *L = p + 288 + 384 * s, *H = L + 256;
+            __m512i w[8];
+            const __m512i h0 = _mm512_loadu_si512((const void *)H), h1 = _mm512_loadu_si512((const void *)(H + 64));
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(L + 64 * c));
+                w[c] = _mm512_and_si512(v, m4);
+                w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            }
+            /* top bits of value 4c+i: bits 2(c&3) of H_{c>>2}, moved to bits 4..5 */
+            w[0] = _mm512_ternarylogic_epi32(w[0], _mm512_slli_epi16(h0, 4), m30, 0xF8);
+            w[1] = _mm512_ternarylogic_epi32(w[1], _mm512_slli_epi16(h0, 2), m30, 0xF8);
+            w[2] = _mm512_ternarylogic_epi32(w[2], h0, m30, 0xF8);
+            w[3] = _mm512_ternarylogic_epi32(w[3], _mm512_srli_epi16(h0, 2), m30, 0xF8);
+            w[4] = _mm512_ternarylogic_epi32(w[4], _mm512_slli_epi16(h1, 4), m30, 0xF8);
+            w[5] = _mm512_ternarylogic_epi32(w[5], _mm512_slli_epi16(h1, 2), m30, 0xF8);
+            w[6] = _mm512_ternarylogic_epi32(w[6], h1, m30, 0xF8);
+            w[7] = _mm512_ternarylogic_epi32(w[7], _mm512_srli_epi16(h1, 2), m30, 0xF8);
+            const size_t base = (size_t)(8 * sb + s) * a->n + t0;
+            const int8_t *aq = a->q + base * 32;
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                __m512i s0 = _mm512_set1_epi32(-32 * a->h[2 * (base + j)]);
+                __m512i s1 = _mm512_set1_epi32(-32 * a->h[2 * (base + j) + 1]);
+                UNROLL
+                for (int c = 0; c < 4; c++) {
+                    s0 = _mm512_dpbusd_epi32(s0, w[c], bcast32(aq + 32 * j + 4 * c));
+                    s1 = _mm512_dpbusd_epi32(s1, w[c + 4], bcast32(aq + 32 * j + 16 + 4 * c));
+                }
+                const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1));
+                const __m512 f = _mm512_mul_ps(d, _mm512_set1_ps(a->d[base + j]));
+                acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(isum), acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* Loop over 16-row groups and token tiles of up to 8. */
+#define R16_DRIVER(name, tile, NB)                                                                              \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
+        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
+        const int64_t nb = NB;                                                                                 \
+        for (int64_t g = r0 / 16; g * 16 < r1; g++) {                                                          \
+            const uint8_t *grp = j->w + (size_t)g * gb;                                                        \
+            for (int t0 = 0; t0 < j->n; t0 += 8) {                                                             \
+                switch (j->n - t0 < 8 ? j->n - t0 : 8) {                                                       \
+                case 1: tile(grp, nb, &j->a, t0, 1, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                case 2: tile(grp, nb, &j->a, t0, 2, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                case 3: tile(grp, nb, &j->a, t0, 3, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                case 4: tile(grp, nb, &j->a, t0, 4, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                case 5: tile(grp, nb, &j->a, t0, 5, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                case 6: tile(grp, nb, &j->a, t0, 6, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                case 7: tile(grp, nb, &j->a, t0, 7, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                default: tile(grp, nb, &j->a, t0, 8, j->Y, j->rows, 16 * g, r0, r1); break;                     \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+R16_DRIVER(mm_q4_r16, q4_tile, j->cols / 32)
+R16_DRIVER(mm_q8_r16, q8_tile, j->cols / 32)
+R16_DRIVER(mm_q4k_r16, q4k_tile, j->cols / 256)
+R16_DRIVER(mm_q6k_r16, q6k_tile, j->cols / 256)
+
+/* ---- float formats, row-major: 4 rows x up to 4 tokens per tile ---- */
+
+enum { WF32, WF16, WBF16 };
+
+INLINE __m512 wload(const void *w, int64_t i, const int kind, __mmask16 m) {
+    if (kind == WF32) return _mm512_maskz_loadu_ps(m, (const float *)w + i);
+    const __m256i h = _mm256_maskz_loadu_epi16(m, (const uint16_t *)w + i);
+    if (kind == WF16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const int T, const int kind) {
+    const int64_t cols = jb->cols;
+    const size_t esz = kind == WF32 ? 4 : 2;
+    __m512 acc[4][4];
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+    const uint8_t *w0 = jb->w + (size_t)r * cols * esz;
+    const float *x0 = jb->X + (int64_t)t0 * cols;
+    int64_t k = 0;
+    for (; k + 16 <= cols; k += 16) {
+        __m512 x[4], w[4];
+        UNROLL
+        for (int t = 0; t < T; t++) x[t] = _mm512_loadu_ps(x0 + (int64_t)t * cols + k);
+        UNROLL
+        for (int i = 0; i < R; i++) w[i] = wload(w0 + (size_t)i * cols * esz, k, kind, 0xffff);
+        UNROLL
+        for (int i = 0; i < R; i++)
+            UNROLL
+            for (int t = 0; t < T; t++) acc[i][t] = _mm512_fmadd_ps(w[i], x[t], acc[i][t]);
+    }
+    if (k < cols) {
+        const __mmask16 m = (__mmask16)((1u << (cols - k)) - 1u);
+        __m512 x[4], w[4];
+        UNROLL
+        for (int t = 0; t < T; t++) x[t] = _mm512_maskz_loadu_ps(m, x0 + (int64_t)t * cols + k);
+        UNROLL
+        for (int i = 0; i < R; i++) w[i] = wload(w0 + (size_t)i * cols * esz, k, kind, m);
+        UNROLL
+        for (int i = 0; i < R; i++)
+            UNROLL
+            for (int t = 0; t < T; t++) acc[i][t] = _mm512_fmadd_ps(w[i], x[t], acc[i][t]);
+    }
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < T; t++) jb->Y[(int64_t)(t0 + t) * jb->rows + r + i] = _mm512_reduce_add_ps(acc[i][t]);
+}
+
+#define FP_T(R, kind)                                                            \
+    switch (j->n - t0 < 4 ? j->n - t0 : 4) {                                     \
+    case 1: fp_tile(j, r, R, t0, 1, kind); break;                                \
+    case 2: fp_tile(j, r, R, t0, 2, kind); break;                                \
+    case 3: fp_tile(j, r, R, t0, 3, kind); break;                                \
+    default: fp_tile(j, r, R, t0, 4, kind); break;                               \
+    }
+#define FP_DRIVER(name, kind)                                                    \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {              \
+        for (int64_t r = r0; r < r1; r += 4) {                                   \
+            const int64_t R = r1 - r < 4 ? r1 - r : 4;                           \
+            for (int t0 = 0; t0 < j->n; t0 += 4) {                               \
+                if (R == 4) { FP_T(4, kind) }                                    \
+                else if (R == 3) { FP_T(3, kind) }                               \
+                else if (R == 2) { FP_T(2, kind) }                               \
+                else { FP_T(1, kind) }                                           \
+            }                                                                    \
+        }                                                                        \
+    }
+FP_DRIVER(mm_f32, WF32)
+FP_DRIVER(mm_f16, WF16)
+FP_DRIVER(mm_bf16, WBF16)
+
+/* ---- bf16 weights x bf16 activations (vdpbf16ps), row-major: 4 rows x up to 4 tokens ---- */
+
+INLINE void bfd_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const int T) {
+    const int64_t cols = jb->cols;
+    __m512 acc[4][4];
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < T; t++) acc[i][t] = _mm512_setzero_ps();
+    const uint16_t *w0 = (const uint16_t *)jb->w + (size_t)r * cols, *x0 = jb->xb + (size_t)t0 * cols;
+    for (int64_t k = 0; k < cols; k += 32) {
+        const __mmask32 m = cols - k >= 32 ? 0xffffffffu : (__mmask32)((1u << (cols - k)) - 1u);
+        __m512i x[4], w[4];
+        UNROLL
+        for (int t = 0; t < T; t++) x[t] = _mm512_maskz_loadu_epi16(m, x0 + (size_t)t * cols + k);
+        UNROLL
+        for (int i = 0; i < R; i++) w[i] = _mm512_maskz_loadu_epi16(m, w0 + (size_t)i * cols + k);
+        UNROLL
+        for (int i = 0; i < R; i++)
+            UNROLL
+            for (int t = 0; t < T; t++) acc[i][t] = _mm512_dpbf16_ps(acc[i][t], (__m512bh)w[i], (__m512bh)x[t]);
+    }
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < T; t++) jb->Y[(int64_t)(t0 + t) * jb->rows + r + i] = _mm512_reduce_add_ps(acc[i][t]);
+}
+
+#define BFD_T(R)                                                                 \
+    switch (j->n - t0 < 4 ? j->n - t0 : 4) {                                     \
+    case 1: bfd_tile(j, r, R, t0, 1); break;                                     \
+    case 2: bfd_tile(j, r, R, t0, 2); break;                                     \
+    case 3: bfd_tile(j, r, R, t0, 3); break;                                     \
+    default: bfd_tile(j, r, R, t0, 4); break;                                    \
+    }
+static void mm_bf16dot(const q35_mm_job *j, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r += 4) {
+        const int64_t R = r1 - r < 4 ? r1 - r : 4;
+        for (int t0 = 0; t0 < j->n; t0 += 4) {
+            if (R == 4) { BFD_T(4) }
+            else if (R == 3) { BFD_T(3) }
+            else if (R == 2) { BFD_T(2) }
+            else { BFD_T(1) }
+        }
+    }
+}
+
+/* ---- activation quantization and rotation (bitwise equal to ref.c) ---- */
+
+static void actq(const float *x, int t, int mult, q35_act *a) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int b = 0; b < a->nb; b++) {
+        const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+        const size_t i = (size_t)b * a->n + t;
+        int8_t *q = a->q + 32 * i;
+        if (!(amax >= 1e-30f)) {
+            memset(q, 0, 32);
+            a->d[i] = 0.0f;
+            a->s[i] = 0;
+            a->h[2 * i] = a->h[2 * i + 1] = 0;
+            continue;
+        }
+        const __m512 id = _mm512_set1_ps(127.0f / amax);
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
+        _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(q1));
+        const int s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
+        a->d[i] = amax / 127.0f;
+        a->s[i] = mult * (s0 + s1);
+        a->h[2 * i] = (int16_t)s0;
+        a->h[2 * i + 1] = (int16_t)s1;
+    }
+}
+
+static void rot(float *x, int64_t n) {
+    __m512 sg[4];
+    for (int s = 0; s < 4; s++) {
+        float f[16];
+        for (int l = 0; l < 16; l++) f[l] = (l >> s) & 1 ? -1.0f : 1.0f;
+        sg[s] = _mm512_loadu_ps(f);
+    }
+    __m512 signs[8];
+    for (int v = 0; v < 8; v++) {
+        float f[16];
+        for (int l = 0; l < 16; l++) {
+            const int jj = 16 * v + l;
+            f[l] = (Q35_Q4R_SIGNS[jj >> 5] >> (jj & 31)) & 1u ? -1.0f : 1.0f;
+        }
+        signs[v] = _mm512_loadu_ps(f);
+    }
+    const __m512 scale = _mm512_set1_ps(Q35_Q4R_SCALE);
+    for (int64_t g = 0; g < n / 128; g++) {
+        float *p = x + 128 * g;
+        __m512 v[8];
+        UNROLL
+        for (int i = 0; i < 8; i++) {
+            v[i] = _mm512_mul_ps(_mm512_loadu_ps(p + 16 * i), signs[i]);
+            v[i] = _mm512_fmadd_ps(v[i], sg[0], _mm512_permute_ps(v[i], 0xB1));
+            v[i] = _mm512_fmadd_ps(v[i], sg[1], _mm512_permute_ps(v[i], 0x4E));
+            v[i] = _mm512_fmadd_ps(v[i], sg[2], _mm512_shuffle_f32x4(v[i], v[i], 0xB1));
+            v[i] = _mm512_fmadd_ps(v[i], sg[3], _mm512_shuffle_f32x4(v[i], v[i], 0x4E));
+        }
+        for (int h = 1; h < 8; h <<= 1)
+            UNROLL
+            for (int i = 0; i < 8; i += 2 * h)
+                for (int k = i; k < i + h; k++) {
+                    const __m512 a = v[k], b = v[k + h];
+                    v[k] = _mm512_add_ps(a, b);
+                    v[k + h] = _mm512_sub_ps(a, b);
+                }
+        UNROLL
+        for (int i = 0; i < 8; i++) _mm512_storeu_ps(p + 16 * i, _mm512_mul_ps(v[i], scale));
+    }
+}
+
+const q35_kern q35_kern_avx512 = {
+    .mm = {[Q35_DT_F32] = {mm_f32, NULL}, [Q35_DT_F16] = {mm_f16, NULL}, [Q35_DT_BF16] = {mm_bf16, NULL},
+           [Q35_DT_Q8_0] = {NULL, mm_q8_r16}, [Q35_DT_Q4_0] = {NULL, mm_q4_r16}, [Q35_DT_Q4R] = {NULL, mm_q4_r16},
+           [Q35_DT_Q4_K] = {NULL, mm_q4k_r16}, [Q35_DT_Q6_K] = {NULL, mm_q6k_r16}},
+    .mm_bf16dot = mm_bf16dot,
+    .act_mult = {[Q35_DT_Q8_0] = -128, [Q35_DT_Q4_0] = -8, [Q35_DT_Q4R] = -8, [Q35_DT_Q4_K] = 1, [Q35_DT_Q6_K] = 1},
+    .actq = actq,
+    .rot = rot,
+};
