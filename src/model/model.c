@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "model/model_gguf.h"
 
 typedef struct {
     struct q35_model *m;
@@ -141,15 +142,22 @@ q35_status q35_model_load_ex(const char *dir, const q35_load_opts *opts, q35_mod
     *out = NULL;
     struct q35_model *m = calloc(1, sizeof *m);
     if (!m) return q35_fail(Q35_ERR_NOMEM, "out of memory");
-    q35_status st = q35_config_load(dir, &m->cfg);
-    if (!st) st = q35_st_open_dir_ex(dir, opts && opts->load, &m->st);
-    if (!st) {
-        m->dir = strdup(dir);
-        if (!m->dir) st = q35_fail(Q35_ERR_NOMEM, "out of memory");
+    /* A .gguf file, or a directory holding one and no config.json: model_gguf.c. */
+    char gguf_path[4096];
+    int is_gguf = 0;
+    q35_status st = q35_gguf_model_path(dir, gguf_path, sizeof gguf_path, &is_gguf);
+    if (!st && is_gguf) {
+        st = q35_model_open_gguf(m, gguf_path, opts && opts->load);
+    } else if (!st) {
+        st = q35_config_load(dir, &m->cfg);
+        if (!st) st = q35_st_open_dir_ex(dir, opts && opts->load, &m->st);
+        if (!st) {
+            m->dir = strdup(dir);
+            if (!m->dir) st = q35_fail(Q35_ERR_NOMEM, "out of memory");
+        }
+        if (!st) st = q35_model_bind(m, dir);
     }
-    if (!st) st = q35_model_bind(m, dir);
-    if (!st && opts && opts->weights && strcmp(opts->weights, "native") != 0)
-        st = q35_model_convert_weights(m, opts->weights);
+    if (!st) st = q35_model_convert_weights(m, opts ? opts->weights : NULL);
     if (st) {
         q35_model_free(m);
         return st;
@@ -163,6 +171,9 @@ q35_status q35_model_load_ex(const char *dir, const q35_load_opts *opts, q35_mod
 void q35_model_free(q35_model *m) {
     if (!m) return;
     q35_st_close(&m->st);
+    q35_model_close_gguf(m);
+    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    free(m->owned);
     free(m->small);
     free(m->layers);
     free(m->dir);

@@ -17,6 +17,8 @@ typedef struct q35_gdn_weights {      /* Gated DeltaNet (linear attention) */
     float *dt_bias;                   /* [Hv] */
     float *neg_exp_A;                 /* [Hv] -exp(A_log) */
     float *norm;                      /* [dv] gated RMSNorm weight (plain scale, not 1+w) */
+    int v_tiled;                      /* 1: value head h reads q/k head h % Hk (llama.cpp's GGUF order, V heads tiled);
+                                         0: h / (Hv/Hk) (Hugging Face, grouped) */
 } q35_gdn_weights;
 
 typedef struct q35_attn_weights {     /* gated full attention */
@@ -49,6 +51,9 @@ struct q35_model {
     float *small;                     /* one allocation holding every float array above */
     size_t weight_bytes;              /* bytes of the bound text tensors */
     char *dir;
+    void **owned;                     /* [n_owned] buffers of converted weights (quantize.c), freed with the model */
+    int n_owned, cap_owned;
+    struct q35_gguf_model *gguf;      /* the mapped GGUF file the tensors point into (model_gguf.c); NULL for safetensors */
 };
 
 /* Convert the large matrices to "bf16", "q8" or "q4" in memory (src/model/quantize.c). */

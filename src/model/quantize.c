@@ -118,9 +118,27 @@ static q35_status convert(struct q35_model *m, q35_tensor *t, q35_dtype dt, q35_
     return Q35_OK;
 }
 
+/* Every block-quantized matrix as loaded (e.g. from GGUF, row-major in the file) repacked into the
+ * interleaved layout the fast kernels read; other formats untouched. */
+static q35_status repack_all(struct q35_model *m) {
+    q35_status st;
+    for (int i = 0; i < m->cfg.n_layers; i++) {
+        q35_layer_weights *L = &m->layers[i];
+        q35_tensor *ts[] = {&L->mlp_gate, &L->mlp_up, &L->mlp_down, &L->attn.q, &L->attn.k, &L->attn.v, &L->attn.o,
+                            &L->gdn.in_qkv, &L->gdn.in_z, &L->gdn.out, &L->gdn.in_b, &L->gdn.in_a};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++)
+            if (q35_dtype_block(ts[k]->dtype) > 1 && (st = convert(m, ts[k], ts[k]->dtype, ts[k]->dtype))) return st;
+    }
+    const int tied = m->lm_head.data == m->embed.data;
+    if (q35_dtype_block(m->lm_head.dtype) > 1 && (st = convert(m, &m->lm_head, m->lm_head.dtype, m->lm_head.dtype))) return st;
+    if (tied) m->embed = m->lm_head;
+    else if (q35_dtype_block(m->embed.dtype) > 1 && (st = convert(m, &m->embed, m->embed.dtype, m->embed.dtype))) return st;
+    return Q35_OK;
+}
+
 q35_status q35_model_convert_weights(struct q35_model *m, const char *weights) {
     q35_dtype layer, small, head;
-    if (!strcmp(weights, "native")) return Q35_OK;
+    if (!weights || !strcmp(weights, "native")) return repack_all(m);
     if (!strcmp(weights, "bf16")) layer = small = head = Q35_DT_BF16;
     else if (!strcmp(weights, "q8")) layer = small = head = Q35_DT_Q8_0;
     else if (!strcmp(weights, "q4")) layer = Q35_DT_Q4R, small = Q35_DT_Q8_0, head = Q35_DT_Q8_0;
