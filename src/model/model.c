@@ -146,11 +146,14 @@ q35_status q35_model_load_ex(const char *dir, const q35_load_opts *opts, q35_mod
     char gguf_path[4096];
     int is_gguf = 0;
     q35_status st = q35_gguf_model_path(dir, gguf_path, sizeof gguf_path, &is_gguf);
+    /* Weights converted at load end up in memory anyway: map the source, then drop it tensor by tensor. */
+    const int converting = opts && opts->weights && strcmp(opts->weights, "native") != 0;
+    const int load = opts && opts->load && !converting;
     if (!st && is_gguf) {
-        st = q35_model_open_gguf(m, gguf_path, opts && opts->load);
+        st = q35_model_open_gguf(m, gguf_path, load);
     } else if (!st) {
         st = q35_config_load(dir, &m->cfg);
-        if (!st) st = q35_st_open_dir_ex(dir, opts && opts->load, &m->st);
+        if (!st) st = q35_st_open_dir_ex(dir, load, &m->st);
         if (!st) {
             m->dir = strdup(dir);
             if (!m->dir) st = q35_fail(Q35_ERR_NOMEM, "out of memory");

@@ -12,6 +12,8 @@
  * weights alone. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/err.h"
 #include "core/pool.h"
@@ -19,25 +21,28 @@
 #include "kernels/quant.h"
 #include "model/model.h"
 
+
+/* Rows [row0, row0 + n_rows) of src, converted into dst ([n_rows][row_bytes], row-major). */
 typedef struct {
     const q35_tensor *src;
     q35_dtype dt;
-    uint8_t *dst;      /* [rows][row_bytes] */
+    int64_t row0, n_rows;
+    uint8_t *dst;
     size_t row_bytes;
     int failed;
 } convert_ctx;
 
 static void convert_task(void *vctx, int i, int n) {
     convert_ctx *ctx = vctx;
-    const int64_t rows = ctx->src->shape[0], cols = ctx->src->shape[1];
-    const int64_t r0 = rows * i / n, r1 = rows * (i + 1) / n;
+    const int64_t cols = ctx->src->shape[1];
+    const int64_t r0 = ctx->n_rows * i / n, r1 = ctx->n_rows * (i + 1) / n;
     float *row = malloc(sizeof(float) * (size_t)cols);
     if (!row) {
         ctx->failed = 1;
         return;
     }
     for (int64_t r = r0; r < r1; r++) {
-        q35_tensor_dequant_row(ctx->src, r, row);
+        q35_tensor_dequant_row(ctx->src, ctx->row0 + r, row);
         uint8_t *out = ctx->dst + (size_t)r * ctx->row_bytes;
         if (ctx->dt == Q35_DT_BF16) {
             for (int64_t k = 0; k < cols; k++) ((uint16_t *)out)[k] = q35_f32_to_bf16(row[k]);
@@ -48,6 +53,15 @@ static void convert_task(void *vctx, int i, int n) {
         }
     }
     free(row);
+}
+
+/* The source bytes of a converted tensor are not needed any more: drop their pages (file pages
+ * of a mapping, or the anonymous copy of a loaded file), so converting never holds two copies of
+ * the model at once. Only whole pages inside the range are dropped. */
+static void drop_source(const void *data, size_t nbytes) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t lo = ((uintptr_t)data + page - 1) & ~(page - 1), hi = ((uintptr_t)data + nbytes) & ~(page - 1);
+    if (hi > lo) madvise((void *)lo, hi - lo, MADV_DONTNEED);
 }
 
 static q35_status own(struct q35_model *m, void *p) {
@@ -62,58 +76,76 @@ static q35_status own(struct q35_model *m, void *p) {
     return Q35_OK;
 }
 
-/* Convert t in place to dt (when dt can encode its rows; else fallback), then repack when the
- * kernels have an interleaved layout for it. */
+/* Convert t in place to dt (when dt can encode its rows; else fallback), straight into the
+ * interleaved layout when the kernels have one for dt. Works in slices of rows, dropping the
+ * source pages of each slice once converted, so memory never holds two copies of a tensor. */
+#define SLICE_ROWS 2048 /* a multiple of 16 (the interleave) */
 static q35_status convert(struct q35_model *m, q35_tensor *t, q35_dtype dt, q35_dtype fallback) {
     if (!t->data || t->ndim != 2) return Q35_OK;
     const int64_t rows = t->shape[0], cols = t->shape[1];
     if (!q35_quant_supports(dt, cols)) dt = fallback;
     if (!q35_quant_supports(dt, cols)) dt = Q35_DT_BF16;
-    if (t->dtype == dt && t->layout == Q35_LAYOUT_ROWS && dt != Q35_DT_BF16 && dt != Q35_DT_F32) return Q35_OK;
     const size_t row_bytes = dt == Q35_DT_BF16 ? 2 * (size_t)cols : dt == Q35_DT_F32 ? 4 * (size_t)cols : q35_row_bytes(dt, cols);
-    uint8_t *dst = NULL;
-    if (t->dtype != dt) {
-        dst = aligned_alloc(64, (row_bytes * (size_t)rows + 63) & ~(size_t)63);
-        if (!dst) return q35_fail(Q35_ERR_NOMEM, "cannot allocate %.1f MB to convert %s", row_bytes * (double)rows / 1e6, t->name);
-        convert_ctx ctx = {t, dt, dst, row_bytes, 0};
-        q35_pool *pool = q35_global_pool();
-        int tasks = 4 * q35_pool_threads(pool);
-        if (tasks > rows) tasks = (int)rows;
-        q35_pool_run(pool, tasks > 0 ? tasks : 1, convert_task, &ctx);
-        if (ctx.failed) {
-            free(dst);
-            return q35_fail(Q35_ERR_NOMEM, "converting %s to %s failed", t->name, q35_dtype_name(dt));
-        }
-        q35_status st = own(m, dst);
-        if (st) {
-            free(dst);
-            return st;
-        }
-        t->dtype = dt;
-        t->data = dst;
-        t->nbytes = row_bytes * (size_t)rows;
-        t->layout = Q35_LAYOUT_ROWS;
+    q35_tensor target = *t; /* the result, row-major, to ask the kernels about the interleave */
+    target.dtype = dt;
+    target.layout = Q35_LAYOUT_ROWS;
+    target.nbytes = row_bytes * (size_t)rows;
+    const size_t packed_bytes = q35_repack_size(&target);
+    if (t->dtype == dt && (t->layout != Q35_LAYOUT_ROWS || !packed_bytes)) return Q35_OK; /* nothing to gain */
+    const size_t total = packed_bytes ? packed_bytes : target.nbytes;
+    uint8_t *dst = aligned_alloc(64, (total + 63) & ~(size_t)63);
+    uint8_t *slice = packed_bytes && t->dtype != dt ? aligned_alloc(64, (row_bytes * SLICE_ROWS + 63) & ~(size_t)63) : NULL;
+    if (!dst || (packed_bytes && t->dtype != dt && !slice)) {
+        free(dst);
+        free(slice);
+        return q35_fail(Q35_ERR_NOMEM, "cannot allocate %.1f MB to convert %s", total / 1e6, t->name);
     }
-    const size_t rs = q35_repack_size(t);
-    if (rs && t->layout == Q35_LAYOUT_ROWS) {
-        void *packed = aligned_alloc(64, (rs + 63) & ~(size_t)63);
-        if (!packed) return q35_fail(Q35_ERR_NOMEM, "cannot allocate %.1f MB to repack %s", rs / 1e6, t->name);
-        q35_tensor out;
-        if (q35_tensor_repack(t, packed, &out) != 0) {
-            free(packed);
-            return Q35_OK; /* keep the row-major copy */
+    const size_t group_bytes = packed_bytes ? q35_r16_group_bytes(dt, cols) : 0;
+    const size_t src_row_bytes = t->nbytes / (size_t)rows;
+    q35_pool *pool = q35_global_pool();
+    for (int64_t r0 = 0; r0 < rows; r0 += SLICE_ROWS) {
+        const int64_t n = rows - r0 < SLICE_ROWS ? rows - r0 : SLICE_ROWS;
+        /* The slice in dt, row-major: converted from the source, or the source itself. */
+        const uint8_t *rowmajor;
+        if (t->dtype != dt) {
+            uint8_t *out = packed_bytes ? slice : dst + (size_t)r0 * row_bytes;
+            convert_ctx ctx = {t, dt, r0, n, out, row_bytes, 0};
+            int tasks = 4 * q35_pool_threads(pool);
+            if (tasks > n) tasks = (int)n;
+            q35_pool_run(pool, tasks > 0 ? tasks : 1, convert_task, &ctx);
+            if (ctx.failed) {
+                free(dst);
+                free(slice);
+                return q35_fail(Q35_ERR_NOMEM, "converting %s to %s failed", t->name, q35_dtype_name(dt));
+            }
+            rowmajor = out;
+        } else {
+            rowmajor = (const uint8_t *)t->data + (size_t)r0 * row_bytes;
         }
-        q35_status st = own(m, packed);
-        if (st) {
-            free(packed);
-            return st;
+        if (packed_bytes) {
+            q35_tensor part = target, packed;
+            part.shape[0] = n;
+            part.data = rowmajor;
+            part.nbytes = row_bytes * (size_t)n;
+            if (q35_tensor_repack(&part, dst + (size_t)(r0 / 16) * group_bytes, &packed) != 0) {
+                free(dst);
+                free(slice);
+                return q35_fail(Q35_ERR_UNSUPPORTED, "repacking %s as %s failed", t->name, q35_dtype_name(dt));
+            }
         }
-        if (dst) { /* the row-major intermediate is no longer needed */
-            free(dst);
-            m->owned[m->n_owned - 2] = packed;
-            m->n_owned--;
-        }
-        *t = out;
+        if (t->layout == Q35_LAYOUT_ROWS) drop_source((const uint8_t *)t->data + (size_t)r0 * src_row_bytes, (size_t)n * src_row_bytes);
+    }
+    free(slice);
+    q35_status st = own(m, dst);
+    if (st) {
+        free(dst);
+        return st;
+    }
+    *t = target;
+    t->data = dst;
+    if (packed_bytes) {
+        t->layout = Q35_LAYOUT_R16;
+        t->nbytes = packed_bytes;
     }
     return Q35_OK;
 }
