@@ -37,7 +37,8 @@ typedef void (*q35_log_fn)(q35_log_level level, const char *msg, void *user);
 /* Install a log sink (NULL: silence). Process-wide; set it before loading. */
 void q35_set_log(q35_log_fn fn, void *user);
 
-/* Threads for every later call (0: the number of online CPUs). Process-wide. */
+/* Threads for every later call (0: $Q35_THREADS if set, else the number of online CPUs).
+ * Process-wide; call it while no evaluation runs. */
 void q35_set_threads(int n);
 int q35_get_threads(void);
 
@@ -81,6 +82,13 @@ const q35_model *q35_session_model(const q35_session *s);
  * of the last token ([n_vocab]); all_logits (if not NULL) receives [n][n_vocab]. A batch that would
  * overflow the context fails with Q35_ERR_CONTEXT and leaves the session unchanged. */
 q35_status q35_session_eval(q35_session *s, const int32_t *tokens, int n, float *logits, float *all_logits);
+
+/* Evaluate like q35_session_eval and return the greedy next token (the argmax of the last logits,
+ * lowest id on ties) without computing every logit: the LM head is scanned through a 4-bit copy
+ * with a proven error bound and only the rows that can still win are scored exactly, so the token
+ * equals exhaustive scoring's. The copy (about 0.56 bytes per head weight) is built on the first
+ * call. *n_rescored (may be NULL) gets how many rows were scored exactly. */
+q35_status q35_session_eval_argmax(q35_session *s, const int32_t *tokens, int n, int32_t *next, int *n_rescored);
 
 /* ---------------------------------------------------------------- tokenizer */
 typedef struct q35_tokenizer q35_tokenizer;

@@ -4,6 +4,7 @@
 #include "kernels/headscan.h"
 #include "kernels/kernels.h"
 #include "runtime/lmhead.h"
+#include "q35.h"
 #include "test.h"
 
 static uint64_t rng = 88172645463325252ull;
@@ -21,7 +22,7 @@ static void run_case(int V, int H, float head_scale, int plant_ties, int *checke
     q35_tensor head = {.name = "head", .dtype = Q35_DT_BF16, .ndim = 2, .shape = {V, H}, .data = w, .nbytes = sizeof(uint16_t) * (size_t)V * H};
     q35_lmhead_approx ap;
     CHECK(q35_lmhead_build(&head, &ap) == Q35_OK, "%s", q35_last_error());
-    q35_lmhead_scratch sc = {malloc(4 * V), malloc(4 * V), malloc(4 * V), malloc(H), malloc(H / 8), malloc(H / 8), malloc(H / 8)};
+    q35_lmhead_scratch sc = {.a = malloc(4 * V), .e = malloc(4 * V), .exact = malloc(4 * V), .qh = malloc(H), .dh = malloc(H / 8), .g = malloc(H / 8), .c = malloc(H / 8)};
     float *h = malloc(sizeof(float) * H), *logits = malloc(sizeof(float) * V), *a = malloc(4 * V), *e = malloc(4 * V);
     for (int trial = 0; trial < 20; trial++) {
         for (int k = 0; k < H; k++) h[k] = frand() * (trial % 3 == 0 ? 10.0f : 1.0f);
@@ -60,7 +61,50 @@ static void test_matches_exhaustive(void) {
     printf("# %d argmaxes equal to exhaustive scoring; at most %d rows rescored\n", checked, max_rescored);
 }
 
+/* Through whole models: 48 greedy steps with q35_session_eval_argmax equal argmax over full logits,
+ * for stored, q8 and q4 weights (a quantized head is rescored with its own kernel). */
+static void test_sessions(void) {
+    const char *models[] = {"talker", "narrow8", "tiny-vl"};
+    const char *weights[] = {"native", "q8", "q4"};
+    int steps = 0, max_rescored = 0;
+    for (size_t mi = 0; mi < 3; mi++)
+        for (size_t wi = 0; wi < 3; wi++) {
+            char dir[1024];
+            snprintf(dir, sizeof dir, "%s/models/%s", test_data_dir(), models[mi]);
+            q35_load_opts o = {weights[wi], 0};
+            q35_model *m;
+            if (q35_model_load_ex(dir, &o, &m)) { CHECK(0, "%s", q35_last_error()); continue; }
+            q35_model_info info;
+            q35_model_get_info(m, &info);
+            q35_session *a, *b;
+            q35_session_new(m, 128, &a);
+            q35_session_new(m, 128, &b);
+            float *logits = malloc(sizeof(float) * info.n_vocab);
+            int32_t prompt[5] = {11, 200, 37, 5, 90}, ta = 0, tb = 0;
+            int n_r = 0;
+            CHECK(q35_session_eval_argmax(a, prompt, 5, &ta, &n_r) == Q35_OK, "%s", q35_last_error());
+            q35_session_eval(b, prompt, 5, logits, NULL);
+            for (int step = 0; step < 48; step++) {
+                tb = 0;
+                for (int i = 1; i < info.n_vocab; i++)
+                    if (logits[i] > logits[tb]) tb = i;
+                CHECK(ta == tb, "%s %s step %d: fast greedy %d, exhaustive %d", models[mi], weights[wi], step, ta, tb);
+                if (ta != tb) break;
+                steps++;
+                if (n_r > max_rescored) max_rescored = n_r;
+                q35_session_eval_argmax(a, &ta, 1, &ta, &n_r);
+                q35_session_eval(b, &tb, 1, logits, NULL);
+            }
+            free(logits);
+            q35_session_free(a);
+            q35_session_free(b);
+            q35_model_free(m);
+        }
+    printf("# %d greedy steps through whole models equal exhaustive scoring; at most %d rows rescored\n", steps, max_rescored);
+}
+
 int main(void) {
     RUN(test_matches_exhaustive);
+    RUN(test_sessions);
     TEST_EXIT();
 }

@@ -256,7 +256,11 @@ int cli_generate(q35_session *s, const q35_tokenizer *tok, const cli_gen *g, con
     }
     int rc = 0;
     double t0 = now_s();
-    q35_status st = q35_session_eval(s, prompt, (int)n_prompt, logits, NULL);
+    /* Plain greedy needs no logits: the bounded LM-head scan finds the same token (q35.h). */
+    const int fast = g->sp.temperature <= 0 && g->sp.presence_penalty == 0 && g->sp.repetition_penalty == 1 && !g->dump_logits;
+    int32_t fast_next = 0;
+    q35_status st = fast ? q35_session_eval_argmax(s, prompt, (int)n_prompt, &fast_next, NULL)
+                         : q35_session_eval(s, prompt, (int)n_prompt, logits, NULL);
     double t1 = now_s(), t2 = t1;
     int produced = 0;
     if (st) {
@@ -270,7 +274,7 @@ int cli_generate(q35_session *s, const q35_tokenizer *tok, const cli_gen *g, con
             cli_error("--dump-logits: write failed");
             break;
         }
-        int32_t id = q35_sampler_sample(smp, logits);
+        int32_t id = fast ? fast_next : q35_sampler_sample(smp, logits);
         q35_sampler_accept(smp, id);
         if (gen) {
             int32_t *ng = realloc(*gen, sizeof(int32_t) * (*n_gen + 1));
@@ -291,7 +295,7 @@ int cli_generate(q35_session *s, const q35_tokenizer *tok, const cli_gen *g, con
         }
         fflush(out);
         if (produced + 1 < g->n_predict && !(interrupt && *interrupt)) {
-            if ((st = q35_session_eval(s, &id, 1, logits, NULL))) {
+            if ((st = fast ? q35_session_eval_argmax(s, &id, 1, &fast_next, NULL) : q35_session_eval(s, &id, 1, logits, NULL))) {
                 rc = cli_fail("generating", st);
                 break;
             }

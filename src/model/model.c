@@ -142,6 +142,7 @@ q35_status q35_model_load_ex(const char *dir, const q35_load_opts *opts, q35_mod
     *out = NULL;
     struct q35_model *m = calloc(1, sizeof *m);
     if (!m) return q35_fail(Q35_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&m->head_lock, NULL);
     /* A .gguf file, or a directory holding one and no config.json: model_gguf.c. */
     char gguf_path[4096];
     int is_gguf = 0;
@@ -175,6 +176,8 @@ void q35_model_free(q35_model *m) {
     if (!m) return;
     q35_st_close(&m->st);
     q35_model_close_gguf(m);
+    q35_greedy_free_head(m);
+    pthread_mutex_destroy(&m->head_lock);
     for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
     free(m->owned);
     free(m->small);

@@ -3,6 +3,8 @@
  * are converted to float32 arrays at load, without loss. */
 #ifndef Q35_MODEL_MODEL_H
 #define Q35_MODEL_MODEL_H
+#include <pthread.h>
+
 #include "formats/safetensors.h"
 #include "model/config.h"
 #include "model/tensor.h"
@@ -51,11 +53,15 @@ struct q35_model {
     float *small;                     /* one allocation holding every float array above */
     size_t weight_bytes;              /* bytes of the bound text tensors */
     char *dir;
+    struct q35_lmhead_approx *head_approx; /* 4-bit bounded copy of the LM head for exact greedy (runtime/greedy.c), built on first use */
+    pthread_mutex_t head_lock;        /* guards building head_approx */
+    int head_approx_failed;           /* 1: the head cannot have one (dtype); greedy falls back to full logits */
     void **owned;                     /* [n_owned] buffers of converted weights (quantize.c), freed with the model */
     int n_owned, cap_owned;
     struct q35_gguf_model *gguf;      /* the mapped GGUF file the tensors point into (model_gguf.c); NULL for safetensors */
 };
 
+void q35_greedy_free_head(struct q35_model *m); /* runtime/greedy.c */
 /* Convert the large matrices to "bf16", "q8" or "q4" in memory (src/model/quantize.c). */
 q35_status q35_model_convert_weights(struct q35_model *m, const char *weights);
 /* Bind tensors of an opened index to a model (used by q35_model_load and tests). */

@@ -9,6 +9,7 @@
 #include "core/pool.h"
 #include "kernels/headscan.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 
 /* The smallest f16 >= f (f >= 0, finite, <= 65504); returns 0x7c00 (inf) when it does not fit. */
 static uint16_t f16_round_up(float f) {
@@ -34,21 +35,22 @@ static uint16_t f16_round_up(float f) {
 typedef struct {
     const q35_tensor *head;
     q35_lmhead_approx *ap;
+    int failed;
 } build_ctx;
 
 static void build_task(void *vctx, int i, int n) {
     build_ctx *ctx = vctx;
     const int64_t V = ctx->ap->rows, H = ctx->ap->cols, nb = H / 32;
     const int64_t r0 = V * i / n, r1 = V * (i + 1) / n;
-    float w[32];
+    float *full = malloc(sizeof(float) * (size_t)H);
+    if (!full) { ctx->failed = 1; return; }
     for (int64_t r = r0; r < r1; r++) {
         uint8_t *row = ctx->ap->data + (size_t)r * ctx->ap->row_bytes, *nib = row + 2 * nb;
+        q35_tensor_dequant_row(ctx->head, r, full);
         for (int64_t b = 0; b < nb; b++) {
+            const float *w = full + 32 * b;
             float mx = 0;
-            for (int k = 0; k < 32; k++) {
-                w[k] = q35_tensor_get_f32(ctx->head, r * H + 32 * b + k);
-                mx = fabsf(w[k]) > mx ? fabsf(w[k]) : mx;
-            }
+            for (int k = 0; k < 32; k++) mx = fabsf(w[k]) > mx ? fabsf(w[k]) : mx;
             const uint16_t dbits = f16_round_up(mx / 7.0f);
             memcpy(row + 2 * b, &dbits, 2);
             const float d = q35_f16_to_f32(dbits), inv = d > 0 ? 1.0f / d : 0;
@@ -60,23 +62,28 @@ static void build_task(void *vctx, int i, int n) {
             }
         }
     }
+    free(full);
 }
 
 q35_status q35_lmhead_build(const q35_tensor *head, q35_lmhead_approx *out) {
     memset(out, 0, sizeof *out);
-    if (head->ndim != 2 || head->shape[1] % 32 != 0 ||
-        (head->dtype != Q35_DT_F32 && head->dtype != Q35_DT_BF16 && head->dtype != Q35_DT_F16))
-        return q35_fail(Q35_ERR_UNSUPPORTED, "fast greedy head: needs an f32/f16/bf16 head with a multiple of 32 columns");
+    if (head->ndim != 2 || head->shape[1] % 32 != 0)
+        return q35_fail(Q35_ERR_UNSUPPORTED, "fast greedy head: needs a head with a multiple of 32 columns");
+    out->quantized_exact = q35_dtype_block(head->dtype) > 1;
     out->rows = head->shape[0];
     out->cols = head->shape[1];
     const int64_t nb = out->cols / 32;
     out->row_bytes = (size_t)(2 * nb + 16 * nb);
     out->data = malloc(out->row_bytes * (size_t)out->rows);
     if (!out->data) return q35_fail(Q35_ERR_NOMEM, "fast greedy head: cannot allocate %.0f MB", out->row_bytes * (double)out->rows / 1e6);
-    build_ctx ctx = {head, out};
+    build_ctx ctx = {head, out, 0};
     q35_pool *pool = q35_global_pool();
     const int tasks = q35_pool_threads(pool) * 4;
     q35_pool_run(pool, tasks > 0 ? tasks : 1, build_task, &ctx);
+    if (ctx.failed) {
+        q35_lmhead_free(out);
+        return q35_fail(Q35_ERR_NOMEM, "fast greedy head: out of memory");
+    }
     /* A block scale that does not fit f16 (weights beyond 458,000) would break the bound. */
     for (int64_t r = 0; r < out->rows; r++) {
         const uint8_t *row = out->data + (size_t)r * out->row_bytes;
@@ -137,7 +144,9 @@ int32_t q35_lmhead_argmax(const q35_tensor *head, const q35_lmhead_approx *ap, c
         sc->g[b] = 8.0f * dh * (float)sum;
         /* |exact - approx| per unit of d_b: weight rounding r*||h||_1, activation rounding
          * 7*32*r*dh (|q| <= 7), the exact kernel's own error (|w| <= 7.5 d_b), the scan's rounding. */
-        sc->c[b] = (r * l1 + 224.0f * r * dh + 7.5f * eps_exact * l1 + fp_scan * dh) * (1.0f + 4.0f * (float)nb * u) * 1.001f;
+        /* A block-quantized exact head is scored with 8-bit activations: |h - h'| <= max|h_b| / 254. */
+        const float act8 = ap->quantized_exact ? 7.5f * 32.0f * (0.5f / 127.0f) * 1.01f * mx : 0.0f;
+        sc->c[b] = (r * l1 + 224.0f * r * dh + 7.5f * eps_exact * l1 + act8 + fp_scan * dh) * (1.0f + 4.0f * (float)nb * u) * 1.001f;
     }
     q35_headscan_act act = {nb, sc->qh, sc->dh, sc->g, sc->c};
     scan_ctx ctx = {q35_headscan_best(), ap, &act, sc->a, sc->e};

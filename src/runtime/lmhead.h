@@ -12,9 +12,10 @@ typedef struct q35_lmhead_approx {
     int64_t rows, cols;  /* V, H (H a multiple of 32) */
     size_t row_bytes;    /* 2*nb + 16*nb */
     uint8_t *data;       /* [rows][row_bytes], layout of kernels/headscan.h */
+    int quantized_exact; /* 1: the stored head is block-quantized (its kernel rounds activations to 8 bits) */
 } q35_lmhead_approx;
 
-/* Build the 4-bit copy of an f32/f16/bf16 head (Q35_ERR_UNSUPPORTED for other dtypes or H % 32). */
+/* Build the 4-bit copy of a head of any dtype/layout (Q35_ERR_UNSUPPORTED when H % 32). */
 q35_status q35_lmhead_build(const q35_tensor *head, q35_lmhead_approx *out);
 void q35_lmhead_free(q35_lmhead_approx *ap);
 
@@ -23,6 +24,9 @@ typedef struct q35_lmhead_scratch {
     float *exact;        /* [V] rescored rows (only candidates are written) */
     int8_t *qh;          /* [H] */
     float *dh, *g, *c;   /* [H/32] */
+    int calls;           /* greedy.c: scans so far, rows rescored in them, and whether the scan was */
+    double rescored;     /* given up (flat logits, as with random weights, leave nothing to prune) */
+    int off;
 } q35_lmhead_scratch;
 
 /* The argmax of head·h (ties: the lowest id) as exhaustive scoring with q35_matmul would give it.
