@@ -1,7 +1,7 @@
 /* Parity against the Hugging Face reference (tools/oracle): for every fixture under
  * tests/data/models/ with a reference.safetensors, logits at every prompt position within 1e-4
  * (absolute, or relative to the largest logit), 32 greedy tokens equal, and a prompt evaluated at
- * once equal to the same prompt evaluated token by token. Checkpoints too large to commit are
+ * once equal to the same prompt evaluated token by token (1e-4 relative). Checkpoints too large to commit are
  * regenerated from their seed (synthetic.json) and checked against the recorded checksums. */
 #include <dirent.h>
 #include <sys/stat.h>
@@ -128,7 +128,7 @@ static void check_fixture(const char *name) {
         return;
     }
     const int V = m->cfg.vocab;
-    double worst = 0;
+    double worst = 0, worst_tbt = 0;
     int n_prompts = 0, greedy_ok = 0;
     for (int p = 0;; p++) {
         char key[128];
@@ -182,24 +182,29 @@ static void check_fixture(const char *name) {
             tok = argmax(last, V);
         }
         greedy_ok += ok;
-        /* The same prompt token by token must give the same logits. */
+        /* The same prompt token by token must give the same logits, within 1e-4 relative to
+         * max(1, largest |logit|): the batched path (chunkwise Gated DeltaNet, tiled attention,
+         * matrix-matrix products) sums in another order than the token path. */
         q35_session_reset(s);
         float maxd = 0;
         for (int t = 0; t < T; t++) {
             q35_session_eval(s, ids + t, 1, last, NULL);
+            float mx = 1.0f, d = 0;
             for (int i = 0; i < V; i++) {
-                float d = fabsf(last[i] - all[(size_t)t * V + i]);
-                maxd = d > maxd ? d : maxd;
+                mx = fabsf(all[(size_t)t * V + i]) > mx ? fabsf(all[(size_t)t * V + i]) : mx;
+                d = fabsf(last[i] - all[(size_t)t * V + i]) > d ? fabsf(last[i] - all[(size_t)t * V + i]) : d;
             }
+            maxd = d / mx > maxd ? d / mx : maxd;
         }
-        CHECK(maxd <= 1e-5f, "%s prompt %d: token-by-token differs from batched by %g", name, p, maxd);
+        if (maxd > worst_tbt) worst_tbt = maxd;
+        CHECK(maxd <= 1e-4f, "%s prompt %d: token-by-token differs from batched by %g (relative)", name, p, maxd);
         free(all);
         free(last);
         q35_session_free(s);
     }
     CHECK(n_prompts > 0, "%s: no prompts in the reference", name);
-    printf("# %s: %d prompts, worst logit error %.3g (relative to max(1, largest |logit|)), greedy equal on %d/%d\n", name, n_prompts,
-           worst, greedy_ok, n_prompts);
+    printf("# %s: %d prompts, worst logit error %.3g (relative to max(1, largest |logit|)), greedy equal on %d/%d, token by token vs "
+           "batched %.3g\n", name, n_prompts, worst, greedy_ok, n_prompts, worst_tbt);
     q35_model_free(m);
     q35_st_close(&ref);
 }

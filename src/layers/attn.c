@@ -1,10 +1,16 @@
 /* Gated full-attention layer, spec §3.3: q/gate split per head, (1+w) RMSNorm on q and k, partial
- * interleaved M-RoPE, GQA causal softmax attention over the KV cache, sigmoid output gate, o_proj. */
+ * interleaved M-RoPE, GQA causal softmax attention over the KV cache, sigmoid output gate, o_proj.
+ * Attention runs on the pool: one work item per (query head, block of queries); a prompt chunk's
+ * queries of a head attend together (tiled products, online softmax), a single query uses dots. */
 #include <math.h>
 #include <string.h>
 
+#include "core/pool.h"
+#include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "layers/layers.h"
+
+#define Q35_ATTN_QB 64 /* queries per work item */
 
 /* cos/sin [rot/2] of one token from its (T, H, W) positions. */
 static void rope_angles(const q35_config *c, const int *p3, const float *inv_freq, float *cos_, float *sin_) {
@@ -21,17 +27,69 @@ static void rope_angles(const q35_config *c, const int *p3, const float *inv_fre
     }
 }
 
+size_t q35_attn_work_floats(const q35_config *c, int cap, int n_ctx) {
+    const int nq = cap < Q35_ATTN_QB ? cap : Q35_ATTN_QB;
+    const int G = c->n_heads / c->n_kv_heads;
+    const size_t blk = q35_attn_block_work(G, nq, c->head_dim), one = (size_t)(G < 8 ? G : 8) * n_ctx;
+    return blk > one ? blk : one;
+}
+
+typedef struct attn_job {
+    const q35_config *c;
+    const q35_attn_weights *w;
+    const q35_gdn_kernels *kn;
+    q35_scratch *sc;
+    const float *k_cache, *v_cache; /* [n_ctx][n_kv*hd] */
+    int n, pos, n_qb;               /* tokens, first position, query blocks per head */
+    int G;                          /* query heads per item: the GQA group, or 1 */
+    int n_items;                    /* (n_heads / G) * n_qb */
+} attn_job;
+
+/* Item = G query heads (of one KV head) x one block of up to Q35_ATTN_QB queries. */
+static void attn_task(void *ctx, int task, int n_tasks) {
+    const attn_job *j = ctx;
+    const q35_config *c = j->c;
+    q35_scratch *sc = j->sc;
+    const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, group = nh / nkv, rot = c->rope_dim;
+    const int gate = c->attn_output_gate, qh = hd * (gate ? 2 : 1), qstride = nh * qh, kvw = nkv * hd;
+    const float scale = 1.0f / sqrtf((float)hd);
+    float *work = sc->work + (size_t)task * sc->work_floats;
+    const int i0 = (int)((long long)j->n_items * task / n_tasks), i1 = (int)((long long)j->n_items * (task + 1) / n_tasks);
+    for (int it = i0; it < i1; it++) {
+        const int h0 = (it / j->n_qb) * j->G, qb = it % j->n_qb, t0 = qb * Q35_ATTN_QB;
+        const int nq = j->n - t0 < Q35_ATTN_QB ? j->n - t0 : Q35_ATTN_QB;
+        const int kvh = h0 / group;
+        for (int h = h0; h < h0 + j->G; h++)
+            for (int t = t0; t < t0 + nq; t++) { /* q norm + RoPE of these heads' rows, in place */
+                float *qr = sc->proj + (size_t)t * qstride + (size_t)h * qh;
+                j->kn->rmsnorm(qr, j->w->q_norm, hd, c->rms_eps, qr);
+                q35_rope_neox(qr, rot, sc->rope_cos + (size_t)t * (rot / 2), sc->rope_sin + (size_t)t * (rot / 2));
+            }
+        const float *q0 = sc->proj + (size_t)t0 * qstride + (size_t)h0 * qh;
+        float *o0 = sc->core + (size_t)t0 * nh * hd + (size_t)h0 * hd;
+        const float *K = j->k_cache + (size_t)kvh * hd, *V = j->v_cache + (size_t)kvh * hd;
+        if (nq == 1)
+            for (int g = 0; g < j->G; g += 8)
+                q35_attend_one(j->kn, q0 + (size_t)g * qh, qh, j->G - g < 8 ? j->G - g : 8, K, V, kvw, j->pos + t0 + 1, hd, scale,
+                               o0 + (size_t)g * hd, hd, work);
+        else
+            q35_attend_block(j->kn, q0, qstride, qh, j->G, nq, j->pos + t0, K, V, kvw, hd, scale, o0, nh * hd, hd, work);
+        if (gate)
+            for (int h = h0; h < h0 + j->G; h++)
+                for (int t = t0; t < t0 + nq; t++)
+                    j->kn->sigmoid_mul(sc->core + (size_t)t * nh * hd + (size_t)h * hd, sc->proj + (size_t)t * qstride + (size_t)h * qh + hd, hd);
+    }
+}
+
 void q35_attn_forward(const q35_config *c, const q35_attn_weights *w, float *k_cache, float *v_cache, q35_scratch *sc, int n, int pos,
                       const int *pos3, const float *inv_freq) {
-    const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, group = nh / nkv, rot = c->rope_dim;
-    const int qstride = nh * hd * (c->attn_output_gate ? 2 : 1), kvw = nkv * hd;
-    float *qg = sc->proj;                       /* [n][qstride] per head: query (hd) then gate (hd) */
+    const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, rot = c->rope_dim;
+    const int kvw = nkv * hd;
     float *kk = sc->proj2;                      /* [n][kvw] */
     float *vv = sc->proj2 + (size_t)n * kvw;    /* [n][kvw] */
-    float *core = sc->core;                     /* [n][nh*hd] */
-    const float scale = 1.0f / sqrtf((float)hd);
+    const q35_gdn_kernels *kn = q35_gdn_kernels_best();
 
-    q35_matmul(&w->q, sc->xn, n, qg);
+    q35_matmul(&w->q, sc->xn, n, sc->proj);     /* [n][qstride] per head: query (hd) then gate (hd) */
     q35_matmul(&w->k, sc->xn, n, kk);
     q35_matmul(&w->v, sc->xn, n, vv);
 
@@ -40,23 +98,29 @@ void q35_attn_forward(const q35_config *c, const q35_attn_weights *w, float *k_c
         rope_angles(c, pos3 + 3 * t, inv_freq, cs, sn);
         float *kc = k_cache + (size_t)(pos + t) * kvw, *vc = v_cache + (size_t)(pos + t) * kvw;
         for (int g = 0; g < nkv; g++) {
-            q35_rmsnorm(kk + (size_t)t * kvw + g * hd, w->k_norm, hd, c->rms_eps, kc + g * hd);
+            kn->rmsnorm(kk + (size_t)t * kvw + g * hd, w->k_norm, hd, c->rms_eps, kc + g * hd);
             q35_rope_neox(kc + g * hd, rot, cs, sn);
         }
         memcpy(vc, vv + (size_t)t * kvw, sizeof(float) * kvw);
     }
-    for (int t = 0; t < n; t++) {
-        const float *cs = sc->rope_cos + (size_t)t * (rot / 2), *sn = sc->rope_sin + (size_t)t * (rot / 2);
-        for (int h = 0; h < nh; h++) {
-            float *qh = qg + (size_t)t * qstride + (size_t)h * hd * (c->attn_output_gate ? 2 : 1);
-            float *o = core + (size_t)t * nh * hd + (size_t)h * hd;
-            q35_rmsnorm(qh, w->q_norm, hd, c->rms_eps, qh);
-            q35_rope_neox(qh, rot, cs, sn);
-            const int g = h / group;
-            q35_attend(qh, k_cache + g * hd, v_cache + g * hd, pos + t + 1, hd, kvw, scale, sc->scores, o);
-            if (c->attn_output_gate)
-                for (int j = 0; j < hd; j++) o[j] *= q35_sigmoid(qh[hd + j]);
-        }
-    }
-    q35_matmul(&w->o, core, n, sc->out);
+    q35_pool *pool = q35_global_pool();
+    attn_job j = {c, w, kn, sc, k_cache, v_cache, n, pos, (n + Q35_ATTN_QB - 1) / Q35_ATTN_QB, 1, 0};
+    const int T = q35_pool_threads(pool);
+    /* whole GQA groups per item (each key tile, or each K / V row for one query, read once for the
+     * group) when that still gives every thread an item; else split the groups */
+    const int group = nh / nkv;
+    if (nkv * j.n_qb >= T) j.G = group;
+    else if (n == 1)
+        for (int s = (T + nkv - 1) / nkv; s <= group; s++)
+            if (group % s == 0) {
+                j.G = group / s;
+                break;
+            }
+    j.n_items = nh / j.G * j.n_qb;
+    int tasks = T;
+    if (tasks > j.n_items) tasks = j.n_items;
+    if (tasks > sc->n_slots) tasks = sc->n_slots;
+    if ((long long)(pos + n) * n * nh * hd < 32768) tasks = 1; /* too little work to wake the pool */
+    q35_pool_run(pool, tasks, attn_task, &j);
+    q35_matmul(&w->o, sc->core, n, sc->out);
 }

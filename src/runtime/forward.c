@@ -3,9 +3,39 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/pool.h"
+#include "kernels/gdn_chunk.h"
 #include "kernels/kernels.h"
 #include "layers/layers.h"
 #include "runtime/state.h"
+
+typedef struct norm_job {
+    const q35_gdn_kernels *kn;
+    float *x;           /* [n][H] residual stream */
+    const float *add;   /* [n][H] added to x first, or NULL */
+    const float *scale; /* [H] RMSNorm scale (x -> xn), or NULL */
+    float *xn;          /* [n][H] */
+    int n, H;
+    float eps;
+} norm_job;
+
+static void norm_task(void *ctx, int i, int n_tasks) {
+    const norm_job *j = ctx;
+    const int t0 = (int)((long long)j->n * i / n_tasks), t1 = (int)((long long)j->n * (i + 1) / n_tasks);
+    for (int t = t0; t < t1; t++) {
+        float *x = j->x + (size_t)t * j->H;
+        if (j->add) j->kn->axpy(x, 1.0f, j->add + (size_t)t * j->H, j->H);
+        if (j->scale) j->kn->rmsnorm(x, j->scale, j->H, j->eps, j->xn + (size_t)t * j->H);
+    }
+}
+
+/* x += add (when not NULL); xn = RMSNorm(x) * scale (when not NULL); over the tokens, on the pool. */
+static void add_norm(q35_scratch *sc, const q35_config *c, const float *add, const float *scale, int n) {
+    norm_job j = {q35_gdn_kernels_best(), sc->x, add, scale, sc->xn, n, c->hidden, c->rms_eps};
+    q35_pool *pool = q35_global_pool();
+    const int T = q35_pool_threads(pool);
+    q35_pool_run(pool, n >= 8 ? (T < n ? T : n) : 1, norm_task, &j);
+}
 
 static void forward_chunk(q35_session *s, const int32_t *tokens, int n, int start, int total) {
     const q35_model *m = s->m;
@@ -23,19 +53,20 @@ static void forward_chunk(q35_session *s, const int32_t *tokens, int n, int star
     if (s->debug_hidden)                                                                                \
         memcpy(s->debug_hidden + ((size_t)(l) * total + start) * H, sc->x, sizeof(float) * (size_t)n * H);
     DEBUG_CAPTURE(0);
+    add_norm(sc, c, NULL, m->layers[0].in_norm, n);
     for (int il = 0; il < c->n_layers; il++) {
         const q35_layer_weights *L = &m->layers[il];
         const int slot = s->slot[il];
-        for (int t = 0; t < n; t++) q35_rmsnorm(sc->x + (size_t)t * H, L->in_norm, H, c->rms_eps, sc->xn + (size_t)t * H);
         if (L->is_full)
             q35_attn_forward(c, &L->attn, s->k_cache + (size_t)slot * s->n_ctx * kvw, s->v_cache + (size_t)slot * s->n_ctx * kvw, sc, n,
                              s->pos, sc->pos3, s->inv_freq);
         else
-            q35_gdn_forward(c, &L->gdn, s->conv + (size_t)slot * (c->conv_kernel - 1) * C, s->rec + (size_t)slot * rec_sz, sc, n);
-        for (size_t i = 0; i < (size_t)n * H; i++) sc->x[i] += sc->out[i];
-        for (int t = 0; t < n; t++) q35_rmsnorm(sc->x + (size_t)t * H, L->post_norm, H, c->rms_eps, sc->xn + (size_t)t * H);
+            q35_gdn_forward(c, &L->gdn, s->conv_taps + (size_t)slot * c->conv_kernel * C, s->conv + (size_t)slot * (c->conv_kernel - 1) * C,
+                            s->rec + (size_t)slot * rec_sz, sc, n);
+        add_norm(sc, c, sc->out, L->post_norm, n);
         q35_mlp_forward(c, L, sc, n);
-        for (size_t i = 0; i < (size_t)n * H; i++) sc->x[i] += sc->out[i];
+        /* the residual add, fused with the next layer's input norm */
+        add_norm(sc, c, sc->out, il + 1 < c->n_layers ? m->layers[il + 1].in_norm : NULL, n);
         DEBUG_CAPTURE(il + 1);
     }
 #undef DEBUG_CAPTURE
@@ -58,11 +89,11 @@ q35_status q35_session_eval(q35_session *s, const int32_t *tokens, int n, float 
         const int nb = n - start < sc->cap ? n - start : sc->cap;
         forward_chunk(s, tokens + start, nb, start, n);
         if (all_logits) {
-            for (int t = 0; t < nb; t++) q35_rmsnorm(sc->x + (size_t)t * H, m->final_norm, H, c->rms_eps, sc->xn + (size_t)t * H);
+            add_norm(sc, c, NULL, m->final_norm, nb);
             q35_matmul(&m->lm_head, sc->xn, nb, all_logits + (size_t)start * c->vocab);
         }
         if (logits && start + nb == n) {
-            q35_rmsnorm(sc->x + (size_t)(nb - 1) * H, m->final_norm, H, c->rms_eps, sc->xn);
+            q35_gdn_kernels_best()->rmsnorm(sc->x + (size_t)(nb - 1) * H, m->final_norm, H, c->rms_eps, sc->xn);
             q35_matmul(&m->lm_head, sc->xn, 1, logits);
         }
     }

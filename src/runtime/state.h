@@ -14,10 +14,14 @@ typedef struct q35_scratch {
     float *core;       /* [B][Q] core output before out/o_proj: GDN Hv*dv or attention n_heads*hd */
     float *ff;         /* [B][2F] MLP gate | up */
     float *out;        /* [B][H] sub-layer output */
-    float *scores;     /* [n_ctx] attention scores of one head */
     float *rope_cos;   /* [B][rope_dim/2] */
     float *rope_sin;   /* [B][rope_dim/2] */
     int *pos3;         /* [B][3] (T, H, W) M-RoPE positions of the chunk's tokens */
+    float *gdn_gb;     /* [Hv][2][B] per value head: the log-decays g, then beta, of the chunk's tokens */
+    int gdn_chunk;     /* L: tokens per chunk of the chunkwise Gated DeltaNet (0: token recurrence) */
+    int n_slots;       /* work slots: the most tasks a layer dispatch uses */
+    size_t work_floats;/* W: floats per slot */
+    float *work;       /* [n_slots][W] per-task scratch: GDN chunk matrices, attention tiles / scores */
 } q35_scratch;
 
 struct q35_session {
@@ -26,13 +30,17 @@ struct q35_session {
     int pos;           /* tokens evaluated so far (next position) */
     int *slot;         /* [n_layers] index of the layer among its kind (linear or full) */
     float *conv;       /* [n_linear][K-1][C] last K-1 pre-conv qkv rows, oldest first */
+    float *conv_taps;  /* [n_linear][K][C] each linear layer's conv taps transposed (read-only) */
     float *rec;        /* [n_linear][Hv][dk][dv] recurrent state, fp32 */
     float *k_cache;    /* [n_full][n_ctx][n_kv*hd] post-norm, post-RoPE keys */
     float *v_cache;    /* [n_full][n_ctx][n_kv*hd] values */
     float *inv_freq;   /* [rope_dim/2] */
     q35_scratch sc;
+    struct q35_lmhead_scratch *head_sc; /* fast greedy (greedy.c), allocated on first use */
     float *debug_hidden; /* [n_layers+1][n][H] when set (tests): residual stream after each layer, for one eval call */
 };
+
+void q35_greedy_free_scratch(struct q35_session *s); /* greedy.c */
 
 /* Bytes the recurrent + KV state of one session takes. */
 size_t q35_state_bytes(const q35_config *c, int n_ctx);
