@@ -340,7 +340,7 @@ static int prepare_model(const char *src, const char *name, char *out_dir, size_
  * formats (q35_model_load_ex --weights q8 | q4 | q4_0); --ablation adds models that mix full-
  * precision tensors with quantized ones, to tell which tensors and which part of the product (the
  * weights, or the 8-bit activations the integer kernels use) the error comes from. */
-#define MAX_VARIANTS 20
+#define MAX_VARIANTS 24
 enum { G_LAYERS = 1, G_AB = 2, G_HEAD = 4, G_EMBED = 8, G_ALL = 15 }; /* G_AB: in_proj_a / in_proj_b */
 
 typedef struct variant {
@@ -727,6 +727,10 @@ static void measure_fixture(int fi) {
         add_variant(fi, v, mixed(dir, q[0], G_EMBED, 0, Q35_DT_F32), 1, "embedding Q8_0 only");
         add_variant(fi, v, mixed(dir, NULL, G_HEAD, 1, Q35_DT_Q4_0), 1, "LM head Q4_0 only (f32 activations)");
         add_variant(fi, v, mixed(dir, NULL, G_HEAD, 1, Q35_DT_Q4R), 1, "LM head Q4R only (f32 activations)");
+        add_variant(fi, v, mixed(dir, NULL, G_HEAD, 1, Q35_DT_Q6_K), 1, "LM head Q6_K only (f32 activations)");
+        add_variant(fi, v, mixed(dir, NULL, G_LAYERS, 1, Q35_DT_Q4_0), 1, "layer matrices Q4_0 only (f32 activations)");
+        add_variant(fi, v, mixed(dir, NULL, G_LAYERS, 1, Q35_DT_Q4R), 1, "layer matrices Q4R only (f32 activations)");
+        add_variant(fi, v, mixed(dir, NULL, G_LAYERS, 1, Q35_DT_Q4_K), 1, "layer matrices Q4_K only (f32 activations)");
         add_variant(fi, v, mixed(dir, NULL, G_AB, 1, Q35_DT_Q8_0), 1, "in_proj_a/b Q8_0 only (f32 activations)");
         add_variant(fi, v, mixed(dir, NULL, G_AB, 1, Q35_DT_Q4_0), 1, "in_proj_a/b Q4_0 only (f32 activations)");
     }
@@ -761,7 +765,7 @@ static void measure_fixture(int fi) {
         fixture_positions[fi] += r.R;
         for (int k = 0; k < n_variants[fi]; k++) {
             char what[192];
-            snprintf(what, sizeof what, "%s %s prompt %d", fx->name, v[k].label, p);
+            snprintf(what, sizeof what, "%.64s %.95s prompt %d", fx->name, v[k].label, p);
             const double t0 = now_s();
             const int old = v[k].bf16dot ? q35_matmul_set_bf16_dot(1) : 0;
             if (run_variant(v[k].m, ids, &r, row, &results[fi][k].p[p], what)) CHECK(0, "%s: %s", what, q35_last_error());
@@ -877,21 +881,21 @@ typedef struct bound {
 } bound;
 
 static const bound bounds[] = {
-    {"talker", 0, 8, 12082, 12175, 1.86e-04, 7.75e-03},
+    {"talker", 0, 10, 12084, 12175, 1.56e-04, 8.58e-03},
     {"talker", 1, 4, 11502, 12175, 1.23e-02, 5.97e-01},
     {"talker", 2, 3, 11432, 12175, 1.38e-02, 1.18e+00},
-    {"tiny-vl", 0, 0, 5421, 6012, 7.25e-04, 2.12e-02},
-    {"tiny-vl", 1, 0, 2381, 6012, 4.51e-02, 3.23e-01},
+    {"tiny-vl", 0, 0, 5506, 6012, 5.71e-04, 1.64e-02},
+    {"tiny-vl", 1, 0, 2389, 6012, 4.42e-02, 3.28e-01},
     {"tiny-vl", 2, 0, 2389, 6012, 4.42e-02, 3.28e-01},
-    {"narrow8", 0, 0, 4740, 6012, 2.83e-03, 3.68e-02},
-    {"narrow8", 1, 0, 765, 6012, 1.09e-01, 3.28e-01},
-    {"narrow8", 2, 0, 765, 6012, 1.09e-01, 3.28e-01},
-    {"hv-gt-hk", 0, 2, 5510, 6012, 6.35e-04, 9.48e-03},
+    {"narrow8", 0, 0, 4876, 6012, 2.21e-03, 6.42e-02},
+    {"narrow8", 1, 0, 775, 6012, 1.09e-01, 3.25e-01},
+    {"narrow8", 2, 0, 775, 6012, 1.09e-01, 3.25e-01},
+    {"hv-gt-hk", 0, 0, 5532, 6012, 5.17e-04, 1.13e-02},
     {"hv-gt-hk", 1, 1, 2512, 6012, 4.20e-02, 2.80e-01},
     {"hv-gt-hk", 2, 1, 2512, 6012, 4.20e-02, 2.80e-01},
-    {"shape08b", 0, 0, 1191, 1333, 5.46e-04, 1.02e-03},
-    {"shape08b", 1, 0, 357, 1333, 5.47e-02, 9.92e-02},
-    {"shape08b", 2, 0, 441, 1333, 3.74e-02, 6.93e-02},
+    {"shape08b", 0, 0, 1201, 1333, 4.57e-04, 1.00e-03},
+    {"shape08b", 1, 0, 437, 1333, 3.83e-02, 7.03e-02},
+    {"shape08b", 2, 0, 437, 1333, 3.83e-02, 7.03e-02},
 };
 
 /* On the talker, q8 flips only close calls: every disagreement has a full-precision margin below
@@ -917,6 +921,10 @@ static void check_bounds(int fi) {
         const double slack = B->k == 0 ? 0.01 : 0.02;
         CHECK(s.positions == B->positions, "%s %s: %d positions compared, the sweep had %d", fixtures[fi].name, what, s.positions, B->positions);
         CHECK(s.greedy_equal >= B->greedy - 2, "%s %s: greedy equal on %d/%d prompts, measured %d", fixtures[fi].name, what, s.greedy_equal, s.prompts, B->greedy);
+        /* The issue's bar: at 8 bits the trained model's greedy continuations all equal full
+         * precision (measured with the AVX-512 kernels; other ISAs round activations differently). */
+        if (!strcmp(B->fixture, "talker") && B->k == 0 && q35_isa_get() == Q35_ISA_AVX512)
+            CHECK(s.greedy_equal == s.prompts, "talker q8: greedy equal on %d/%d prompts, every one expected", s.greedy_equal, s.prompts);
         CHECK(agree >= measured - slack, "%s %s: top-1 agreement %.4f, measured %.4f", fixtures[fi].name, what, agree, measured);
         CHECK(s.kl_mean <= 1.5 * B->kl_mean, "%s %s: mean KL %.3g, measured %.3g", fixtures[fi].name, what, s.kl_mean, B->kl_mean);
         CHECK(s.kl_max <= 2.0 * B->kl_max, "%s %s: max KL %.3g, measured %.3g", fixtures[fi].name, what, s.kl_max, B->kl_max);

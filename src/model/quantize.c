@@ -1,11 +1,16 @@
 /* Weight conversion at load (--weights bf16|q8|q4): the large matrices of a bound model re-encoded
  * in memory, in the layout the kernels read fastest. What stays in full precision: every norm,
  * A_log, dt_bias and the conv taps (they were already copied to float32 arrays by the binder).
- *   q8:  every matrix Q8_0 (8.5 bits per weight).
- *   q4:  every layer matrix Q4R (q35's rotated 4-bit, 4.5 bits) where the columns allow it (a
- *        multiple of 128), else Q4_0, else Q8_0; the small beta/decay projections (in_proj_b,
- *        in_proj_a: Hv rows, a few KB) stay Q8_0; the LM head is Q8_0 (see README: its error is
- *        what every logit sees, and greedy decoding reads it through the 4-bit bounded scan).
+ *   q8:  every layer matrix Q8_0 (8.5 bits per weight); the LM head and the embedding stay as stored:
+ *        quantizing them is what moved greedy continuations at near-ties (docs/quantization.md), and
+ *        greedy decoding reads the head through its bounded 4-bit scan anyway (runtime/lmhead.h).
+ *   q8_0: every matrix Q8_0, head included (the bytes of a GGUF Q8_0 file).
+ *   q4:  every layer matrix in 4.5 bits: Q4R (q35's rotated 4-bit) or Q4_0, per tensor whichever
+ *        reconstructs a sample of its rows better (Q4R needs a multiple of 128 columns); Q8_0 when
+ *        the columns are not a multiple of 32; the small beta/decay projections (in_proj_b,
+ *        in_proj_a: Hv rows, a few KB, and sensitive: docs/quantization.md) stay Q8_0; the LM head
+ *        is Q6_K (6.56 bits; Q8_0 when its columns are not a multiple of 256), as llama.cpp's Q4_0
+ *        files do.
  *   q4_0: as q4 with GGUF's Q4_0 instead of Q4R (the same bytes; for quality comparisons).
  *   bf16: every matrix BF16.
  * When every matrix was converted, the mapped files are released: memory is then the converted
@@ -80,9 +85,35 @@ static q35_status own(struct q35_model *m, void *p) {
  * interleaved layout when the kernels have one for dt. Works in slices of rows, dropping the
  * source pages of each slice once converted, so memory never holds two copies of a tensor. */
 #define SLICE_ROWS 2048 /* a multiple of 16 (the interleave) */
+
+/* Q4R or Q4_0 for this tensor: whichever reconstructs a sample of its rows with the smaller squared
+ * error. The rotation makes any distribution near-Gaussian: a clear gain for the heavy-tailed rows
+ * of trained weights, a loss for uniform ones (synthetic checkpoints). Same bytes either way. */
+static q35_dtype pick_q4(const q35_tensor *t) {
+    const int64_t rows = t->shape[0], cols = t->shape[1];
+    if (!q35_quant_supports(Q35_DT_Q4R, cols)) return Q35_DT_Q4_0;
+    float *x = malloc(sizeof(float) * (size_t)cols), *y = malloc(sizeof(float) * (size_t)cols);
+    uint8_t *q = malloc(q35_row_bytes(Q35_DT_Q4_0, cols));
+    double err_r = 0, err_0 = 0;
+    const int64_t samples = rows < 64 ? rows : 64;
+    for (int64_t i = 0; x && y && q && i < samples; i++) {
+        q35_tensor_dequant_row(t, i * rows / samples, x);
+        q35_quantize_row(Q35_DT_Q4R, x, q, cols);
+        q35_dequantize_row(Q35_DT_Q4R, q, y, cols);
+        for (int64_t k = 0; k < cols; k++) err_r += (double)(x[k] - y[k]) * (x[k] - y[k]);
+        q35_quantize_row(Q35_DT_Q4_0, x, q, cols);
+        q35_dequantize_row(Q35_DT_Q4_0, q, y, cols);
+        for (int64_t k = 0; k < cols; k++) err_0 += (double)(x[k] - y[k]) * (x[k] - y[k]);
+    }
+    free(x);
+    free(y);
+    free(q);
+    return err_r <= err_0 ? Q35_DT_Q4R : Q35_DT_Q4_0;
+}
 static q35_status convert(struct q35_model *m, q35_tensor *t, q35_dtype dt, q35_dtype fallback) {
     if (!t->data || t->ndim != 2) return Q35_OK;
     const int64_t rows = t->shape[0], cols = t->shape[1];
+    if (dt == Q35_DT_Q4R) dt = pick_q4(t);
     if (!q35_quant_supports(dt, cols)) dt = fallback;
     if (!q35_quant_supports(dt, cols)) dt = Q35_DT_BF16;
     const size_t row_bytes = dt == Q35_DT_BF16 ? 2 * (size_t)cols : dt == Q35_DT_F32 ? 4 * (size_t)cols : q35_row_bytes(dt, cols);
@@ -172,10 +203,11 @@ q35_status q35_model_convert_weights(struct q35_model *m, const char *weights) {
     q35_dtype layer, small, head;
     if (!weights || !strcmp(weights, "native")) return repack_all(m);
     if (!strcmp(weights, "bf16")) layer = small = head = Q35_DT_BF16;
-    else if (!strcmp(weights, "q8")) layer = small = head = Q35_DT_Q8_0;
-    else if (!strcmp(weights, "q4")) layer = Q35_DT_Q4R, small = Q35_DT_Q8_0, head = Q35_DT_Q8_0;
-    else if (!strcmp(weights, "q4_0")) layer = Q35_DT_Q4_0, small = Q35_DT_Q8_0, head = Q35_DT_Q8_0; /* GGUF's Q4_0, same bytes as q4: for comparisons */
-    else return q35_fail(Q35_ERR_ARG, "--weights: expected native, bf16, q8, q4 or q4_0, got '%s'", weights);
+    else if (!strcmp(weights, "q8")) layer = small = Q35_DT_Q8_0, head = Q35_DT_COUNT; /* head as stored */
+    else if (!strcmp(weights, "q8_0")) layer = small = head = Q35_DT_Q8_0;
+    else if (!strcmp(weights, "q4")) layer = Q35_DT_Q4R, small = Q35_DT_Q8_0, head = Q35_DT_Q6_K;
+    else if (!strcmp(weights, "q4_0")) layer = Q35_DT_Q4_0, small = Q35_DT_Q8_0, head = Q35_DT_Q6_K; /* GGUF Q4_0 layers, same bytes as q4: for comparisons */
+    else return q35_fail(Q35_ERR_ARG, "--weights: expected native, bf16, q8, q8_0, q4 or q4_0, got '%s'", weights);
     const q35_dtype layer_fallback = layer == Q35_DT_Q4R ? Q35_DT_Q4_0 : layer;
     const int tied = m->lm_head.data == m->embed.data;
     q35_status st;
@@ -189,8 +221,10 @@ q35_status q35_model_convert_weights(struct q35_model *m, const char *weights) {
         if ((st = convert(m, &L->gdn.in_b, small, Q35_DT_BF16))) return st;
         if ((st = convert(m, &L->gdn.in_a, small, Q35_DT_BF16))) return st;
     }
-    if ((st = convert(m, &m->lm_head, head, Q35_DT_BF16))) return st;
-    if (tied) {
+    if (head != Q35_DT_COUNT && (st = convert(m, &m->lm_head, head, head == Q35_DT_Q6_K ? Q35_DT_Q8_0 : Q35_DT_BF16))) return st;
+    if (head == Q35_DT_COUNT) {
+        /* keep head and embedding as stored */
+    } else if (tied) {
         m->embed = m->lm_head; /* the embedding rows are read through the same (dequantizing) row reader */
     } else if ((st = convert(m, &m->embed, head, Q35_DT_BF16))) {
         return st;
