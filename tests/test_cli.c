@@ -127,8 +127,30 @@ static void test_chat_piped(void) {
     free(out);
 }
 
+/* q35 quantize writes a GGUF that loads and answers like the checkpoint (greedy, talker). */
+static void test_quantize(void) {
+    char cmd[8192];
+    const char *w[] = {"q8", "q4"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd,
+                 "mkdir -p %s/gguf-%s && cp %s/models/talker/tokenizer.json %s/models/talker/chat_template.jinja %s/gguf-%s/ && "
+                 "%s quantize -m %s/models/talker -o %s/gguf-%s/talker.gguf --weights %s && "
+                 "%s generate -m %s/gguf-%s/talker.gguf -p 'Tell me a fortune.' --greedy -q",
+                 test_work_dir(), w[i], test_data_dir(), test_data_dir(), test_work_dir(), w[i], bin, test_data_dir(), test_work_dir(), w[i], w[i],
+                 bin, test_work_dir(), w[i]);
+        int rc = run(cmd, out_p, err_p);
+        char *out = slurp(out_p), *err = slurp(err_p);
+        CHECK(rc == 0 && strstr(out, "The only thing that is not worth doing is worth doing.") == out, "quantize %s: exit %d, '%s' %s", w[i], rc,
+              out, err);
+        free(out);
+        free(err);
+    }
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s/models/talker -o /nonexistent/x.gguf --weights q4", bin, test_data_dir());
+    CHECK(run(cmd, out_p, err_p) == 1, "an unwritable output must fail");
+}
+
 static void test_help(void) {
-    const char *cmds[] = {"", "generate", "chat", "tokenize", "detokenize", "render"};
+    const char *cmds[] = {"", "generate", "chat", "tokenize", "detokenize", "render", "bench", "quantize"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
         char cmd[2048];
         snprintf(cmd, sizeof cmd, "%s %s --help", bin, cmds[i]);
@@ -147,6 +169,7 @@ int main(void) {
     RUN(test_generate_matches_reference);
     RUN(test_bad_input);
     RUN(test_chat_piped);
+    RUN(test_quantize);
     RUN(test_help);
     TEST_EXIT();
 }

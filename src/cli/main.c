@@ -32,6 +32,7 @@ static const struct {
     {"detokenize", cmd_detokenize, "print the text of token ids"},
     {"render", cmd_render, "print the prompt the chat template makes for a conversation"},
     {"bench", cmd_bench, "prompt and generation speed against the measured memory bandwidth"},
+    {"quantize", cmd_quantize, "write a checkpoint as GGUF with 8- or 4-bit matrices"},
 };
 
 static void usage(FILE *f) {
