@@ -11,7 +11,7 @@ static char bin[1024];
 /* Run cmd (stdout to out_path, stderr to err_path); returns the exit status. */
 static int run(const char *cmd, const char *out_path, const char *err_path) {
     char full[8192];
-    snprintf(full, sizeof full, "%s > %s 2> %s < /dev/null", cmd, out_path, err_path);
+    snprintf(full, sizeof full, "(%s) > %s 2> %s < /dev/null", cmd, out_path, err_path);
     int st = system(full);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 255;
 }
