@@ -1,5 +1,6 @@
 /* The forward pass: embeddings, a flat loop over layers (one forward function per layer kind),
- * final norm, LM head — for a batch of tokens, processed in chunks of the scratch capacity. */
+ * final norm, LM head — for a batch of tokens, processed in chunks of the scratch capacity. Each
+ * residual add is fused with the RMSNorm that follows it, over the chunk's tokens on the pool. */
 #include <string.h>
 
 #include "core/err.h"
