@@ -18,6 +18,7 @@ int q35_pool_threads(const q35_pool *p);
 q35_pool *q35_global_pool(void);
 
 /* Run fn for i = 0..n_tasks-1 across the pool (caller included) and wait for all. p may be NULL
- * (runs inline). Not reentrant: fn must not call q35_pool_run on the same pool. */
+ * (runs inline). A nested or concurrent call runs inline; idle workers take the unstarted
+ * tasks of a stalled one. */
 void q35_pool_run(q35_pool *p, int n_tasks, q35_pool_fn fn, void *ctx);
 #endif
