@@ -36,15 +36,7 @@ void q35_headscan_avx2(const uint8_t *rows, size_t row_bytes, const q35_headscan
             }
         }
         float sa = hsum8(acc) - hsum8(acc_g), se = hsum8(acc_e);
-        for (; b < nb; b++) { /* tail blocks */
-            uint16_t bits;
-            memcpy(&bits, row + 2 * b, 2);
-            const float d = _cvtsh_ss(bits);
-            int32_t s = 0;
-            for (int j = 0; j < 16; j++) s += (nib[16 * b + j] & 15) * act->qh[32 * b + j] + (nib[16 * b + j] >> 4) * act->qh[32 * b + j + 16];
-            sa += d * (act->dh[b] * (float)s - act->g[b]);
-            se += d * act->c[b];
-        }
+        q35_headscan_blocks(row, b, act, &sa, &se); /* tail blocks */
         a[r] = sa;
         e[r] = se;
     }
