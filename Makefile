@@ -18,18 +18,19 @@ ALLCFLAGS = $(WARN) $(CPPFLAGS) $(CFLAGS) -fPIC -MMD -MP
 SIMD_CFLAGS = $(filter-out -fsanitize=fuzzer-no-link,$(ALLCFLAGS))
 LDLIBS  := $(PKG_LIBS) -lm -lpthread
 
-# SIMD kernels live in *_avx2.c, *_avx512.c, *_neon.c siblings, each compiled with its own flags;
+# SIMD kernels live in *_avx2.c, *_avx512.c, *_amx.c, *_neon.c siblings, each compiled with its own flags;
 # the library picks one at run time from the CPU's features (src/kernels/dispatch.c).
 ARCH := $(shell $(CC) -dumpmachine)
 ifneq (,$(findstring x86_64,$(ARCH)))
 SIMD_EXCLUDE := -not -name '*_neon.c'
 else ifneq (,$(findstring aarch64,$(ARCH)))
-SIMD_EXCLUDE := -not -name '*_avx2.c' -not -name '*_avx512.c'
+SIMD_EXCLUDE := -not -name '*_avx2.c' -not -name '*_avx512.c' -not -name '*_amx.c'
 else
-SIMD_EXCLUDE := -not -name '*_avx2.c' -not -name '*_avx512.c' -not -name '*_neon.c'
+SIMD_EXCLUDE := -not -name '*_avx2.c' -not -name '*_avx512.c' -not -name '*_amx.c' -not -name '*_neon.c'
 endif
 FLAGS_AVX2   := -mavx2 -mfma -mf16c
 FLAGS_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c
+FLAGS_AMX    := $(FLAGS_AVX512) -mamx-tile -mamx-int8
 FLAGS_NEON   := -march=armv8.2-a+dotprod+fp16
 
 LIB_SRC := $(sort $(shell find src -name '*.c' -not -path 'src/cli/*' $(SIMD_EXCLUDE)))
@@ -50,6 +51,9 @@ $(BUILD)/obj/%_avx2.o: %_avx2.c
 $(BUILD)/obj/%_avx512.o: %_avx512.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SIMD_CFLAGS) $(FLAGS_AVX512) -c $< -o $@
+$(BUILD)/obj/%_amx.o: %_amx.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SIMD_CFLAGS) $(FLAGS_AMX) -c $< -o $@
 $(BUILD)/obj/%_neon.o: %_neon.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SIMD_CFLAGS) $(FLAGS_NEON) -c $< -o $@
@@ -96,7 +100,7 @@ NEON_CC   ?= aarch64-linux-gnu-gcc
 NEON_AR   ?= aarch64-linux-gnu-ar
 NEON_QEMU ?= qemu-aarch64
 NEON_DIR  := $(BUILD)/neon
-NEON_SRC  := $(sort $(filter-out %_avx2.c %_avx512.c,$(wildcard src/kernels/*.c)) src/core/pool.c src/core/err.c src/model/tensor.c)
+NEON_SRC  := $(sort $(filter-out %_avx2.c %_avx512.c %_amx.c,$(wildcard src/kernels/*.c)) src/core/pool.c src/core/err.c src/model/tensor.c)
 NEON_OBJ  := $(NEON_SRC:%.c=$(NEON_DIR)/%.o)
 $(NEON_DIR)/%.o: %.c
 	@mkdir -p $(dir $@)

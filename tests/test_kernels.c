@@ -70,24 +70,33 @@ static void mat_free(mat *m) {
 
 static int is_int(q35_dtype dt) { return dt >= Q35_DT_Q8_0 && dt <= Q35_DT_Q4R; }
 
-/* The ISAs this CPU runs; AVX2 twice when the CPU has AVX-VNNI (isa_use picks the variant). */
-enum { AVX2_PLAIN = Q35_ISA_COUNT };
+/* The ISAs this CPU runs; AVX2 twice when the CPU has AVX-VNNI, AVX-512 twice when it has AMX
+ * (isa_use picks the variant). */
+enum { AVX2_PLAIN = Q35_ISA_COUNT, AVX512_NOAMX };
 static int isa_list(q35_isa *out) {
     int k = 0;
     const q35_isa keep = q35_isa_get();
     for (int i = 0; i < Q35_ISA_COUNT; i++)
         if (q35_isa_set((q35_isa)i) == 0) out[k++] = (q35_isa)i;
     if (q35_isa_set(Q35_ISA_AVX2) == 0 && q35_cpu_has_avxvnni()) out[k++] = (q35_isa)AVX2_PLAIN;
+#if defined(__x86_64__)
+    if (q35_isa_set(Q35_ISA_AVX512) == 0 && q35_cpu_has_amx()) out[k++] = (q35_isa)AVX512_NOAMX;
+#endif
     q35_isa_set(keep);
     return k;
 }
 static void isa_use(q35_isa i) {
     q35_kern_use_avxvnni(i != (q35_isa)AVX2_PLAIN);
-    q35_isa_set(i == (q35_isa)AVX2_PLAIN ? Q35_ISA_AVX2 : i);
+#if defined(__x86_64__)
+    q35_kern_use_amx(i != (q35_isa)AVX512_NOAMX);
+#endif
+    q35_isa_set(i == (q35_isa)AVX2_PLAIN ? Q35_ISA_AVX2 : i == (q35_isa)AVX512_NOAMX ? Q35_ISA_AVX512 : i);
 }
-static const char *isa_str(q35_isa i) { return i == (q35_isa)AVX2_PLAIN ? "avx2-maddubs" : q35_isa_name(i); }
+static const char *isa_str(q35_isa i) {
+    return i == (q35_isa)AVX2_PLAIN ? "avx2-maddubs" : i == (q35_isa)AVX512_NOAMX ? "avx512-vnni" : q35_isa_name(i);
+}
 
-static const int NS[] = {1, 2, 3, 7, 16, 33, 64};
+static const int NS[] = {1, 2, 3, 7, 8, 16, 23, 33, 64}; /* AMX: tiles of 16 from 8 tokens, tails */
 static const int64_t ROWS[] = {1, 5, 16, 17, 31, 67};
 
 static void cols_for(q35_dtype dt, int64_t *c) {
@@ -101,7 +110,7 @@ static void cols_for(q35_dtype dt, int64_t *c) {
 
 /* Every ISA and layout against the scalar reference on row-major weights, for one format. */
 static int compare_format(q35_dtype dt) {
-    q35_isa isas[Q35_ISA_COUNT + 1];
+    q35_isa isas[Q35_ISA_COUNT + 2];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
     int64_t C[4];
@@ -207,7 +216,7 @@ static void reference_vs_double(void) {
 
 /* q35_matmul_rows on a range that starts and ends inside 16-row groups writes only that range. */
 static void matmul_row_range(void) {
-    q35_isa isas[Q35_ISA_COUNT + 1];
+    q35_isa isas[Q35_ISA_COUNT + 2];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
     const q35_dtype dts[] = {Q35_DT_F16, Q35_DT_Q8_0, Q35_DT_Q4R, Q35_DT_Q6_K};
@@ -238,6 +247,49 @@ static void matmul_row_range(void) {
     isa_use(keep);
 }
 
+/* Rows longer than the AMX kernel's unpacking chunk (192 blocks) and row ranges inside 16-row
+ * groups with a token tail: every ISA bitwise equal to the scalar reference, rows outside the
+ * range untouched. */
+static void matmul_long_rows(void) {
+    q35_isa isas[Q35_ISA_COUNT + 2];
+    const int nisa = isa_list(isas);
+    const q35_isa keep = q35_isa_get();
+    const q35_dtype dts[] = {Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4R};
+    const int64_t rows = 40, cols = 6400;
+    const int n = 21;
+    float *X = malloc(sizeof(float) * (size_t)(n * cols)), *ref = malloc(sizeof(float) * n * rows), *Y = malloc(sizeof(float) * n * rows);
+    fill_acts(X, n, cols);
+    for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
+        mat m;
+        mat_make(&m, dts[i], rows, cols);
+        q35_isa_set(Q35_ISA_SCALAR);
+        q35_matmul(&m.rows, X, n, ref);
+        for (int ii = 0; ii < nisa; ii++) {
+            isa_use(isas[ii]);
+            for (int pass = 0; pass < 2; pass++) {
+                const int64_t r0 = pass ? 5 : 0, r1 = pass ? 37 : rows;
+                for (int k = 0; k < n * rows; k++) Y[k] = -7.0f;
+                q35_matmul_rows(&m.r16, X, n, Y, r0, r1);
+                int bad = 0;
+                for (int t = 0; t < n && !bad; t++)
+                    for (int64_t r = 0; r < rows && !bad; r++) {
+                        const float y = Y[t * rows + r], e = r >= r0 && r < r1 ? ref[t * rows + r] : -7.0f;
+                        if (memcmp(&y, &e, 4)) {
+                            CHECK(0, "%s %s rows [%lld, %lld): Y[%d][%lld] = %.9g, expected %.9g", q35_dtype_name(dts[i]), isa_str(isas[ii]),
+                                  (long long)r0, (long long)r1, t, (long long)r, y, e);
+                            bad = 1;
+                        }
+                    }
+            }
+        }
+        mat_free(&m);
+    }
+    isa_use(keep);
+    free(X);
+    free(ref);
+    free(Y);
+}
+
 /* ---- activation quantization and rotation, every ISA bitwise equal to the scalar one ---- */
 
 static void actq_and_rotation(void) {
@@ -253,7 +305,7 @@ static void actq_and_rotation(void) {
     int16_t h0[6 * 32], h1[6 * 32];
     q35_act a0 = {q0, d0, s0, h0, nb, n}, a1 = {q1, d1, s1, h1, nb, n};
     for (int t = 0; t < n; t++) q35_actq_ref(X + t * cols, t, -8, &a0);
-    q35_isa isas[Q35_ISA_COUNT + 1];
+    q35_isa isas[Q35_ISA_COUNT + 2];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
     for (int ii = 0; ii < nisa; ii++) {
@@ -525,6 +577,7 @@ int main(void) {
     RUN(matmul_q4_k);
     RUN(matmul_q6_k);
     RUN(matmul_row_range);
+    RUN(matmul_long_rows);
     RUN(bf16_dot_mode);
     q35_matmul_release();
     TEST_EXIT();

@@ -31,10 +31,16 @@ static struct {
     pthread_once_t once;
     q35_isa best;
     int avx512bf16, avxvnni;  /* optional features found */
+    int amx;                  /* AMX-TILE + AMX-INT8, with the tile state granted by the OS */
     int use_avxvnni;          /* AVX2 level: use AVX-VNNI when present (tests turn it off) */
+    int use_amx;              /* AVX-512 level: use AMX for prompts when present (tests turn it off) */
     volatile int active;      /* q35_isa in use */
     char desc[64];
-} g = {PTHREAD_ONCE_INIT, Q35_ISA_SCALAR, 0, 0, 1, Q35_ISA_SCALAR, ""};
+} g = {PTHREAD_ONCE_INIT, Q35_ISA_SCALAR, 0, 0, 0, 1, 1, Q35_ISA_SCALAR, ""};
+
+#if defined(__x86_64__)
+static q35_kern kern_amx; /* q35_kern_avx512 with the AMX products (built in detect) */
+#endif
 
 static const char *const names[Q35_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
 
@@ -53,6 +59,7 @@ static void detect(void) {
     const unsigned long long xcr0 = xgetbv0();
     if ((xcr0 & 0x6) != 0x6) return; /* XMM and YMM state */
     unsigned b7 = 0, c7 = 0, a71 = 0;
+    d = 0;
     if (__get_cpuid_count(7, 0, &a, &b7, &c7, &d)) {
         unsigned a1, b1, c1, d1;
         if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) a71 = a1;
@@ -65,6 +72,16 @@ static void detect(void) {
     if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0) { /* opmask, ZMM_Hi256, Hi16_ZMM */
         g.best = Q35_ISA_AVX512;
         g.avx512bf16 = (a71 >> 5) & 1;
+        /* AMX-TILE (EDX bit 24) and AMX-INT8 (bit 25) of leaf 7, XTILECFG + XTILEDATA in XCR0,
+         * and the OS granting this process the tile data state. Q35_AMX=0 turns it off. */
+        const char *e = getenv("Q35_AMX");
+        if (((d >> 24) & 3) == 3 && (xcr0 & 0x60000) == 0x60000 && !(e && !strcmp(e, "0")) && q35_amx_init() == 0) {
+            g.amx = 1;
+            kern_amx = q35_kern_avx512;
+            kern_amx.mm[Q35_DT_Q8_0][1] = q35_mm_amx_q8;
+            kern_amx.mm[Q35_DT_Q4_0][1] = q35_mm_amx_q4;
+            kern_amx.mm[Q35_DT_Q4R][1] = q35_mm_amx_q4;
+        }
     }
 }
 #elif defined(__aarch64__)
@@ -120,8 +137,9 @@ const char *q35_isa_name(q35_isa isa) { return (unsigned)isa < Q35_ISA_COUNT ? n
 const char *q35_isa_describe(void) {
     const q35_isa isa = q35_isa_get();
     const int bf16 = isa == Q35_ISA_AVX512 && g.avx512bf16, vnni = isa == Q35_ISA_AVX512 || (isa == Q35_ISA_AVX2 && g.avxvnni && g.use_avxvnni);
-    snprintf(g.desc, sizeof g.desc, "%s%s%s%s%s", names[isa], vnni || bf16 ? " (" : "", vnni ? (isa == Q35_ISA_AVX2 ? "avx-vnni" : "vnni") : "",
-             bf16 ? (vnni ? " bf16" : "bf16") : "", vnni || bf16 ? ")" : "");
+    const int amx = isa == Q35_ISA_AVX512 && g.amx && g.use_amx;
+    snprintf(g.desc, sizeof g.desc, "%s%s%s%s%s%s", names[isa], vnni || bf16 ? " (" : "", vnni ? (isa == Q35_ISA_AVX2 ? "avx-vnni" : "vnni") : "",
+             bf16 ? (vnni ? " bf16" : "bf16") : "", amx ? " amx" : "", vnni || bf16 ? ")" : "");
     if (isa == Q35_ISA_NEON) snprintf(g.desc, sizeof g.desc, "neon (dotprod fp16)");
     return g.desc;
 }
@@ -138,6 +156,18 @@ int q35_kern_use_avxvnni(int on) {
     return old;
 }
 
+int q35_kern_use_amx(int on) {
+    pthread_once(&g.once, init);
+    const int old = g.use_amx;
+    g.use_amx = on != 0;
+    return old;
+}
+
+int q35_cpu_has_amx(void) {
+    pthread_once(&g.once, init);
+    return g.amx;
+}
+
 int q35_cpu_has_avxvnni(void) {
     pthread_once(&g.once, init);
     return g.avxvnni;
@@ -146,7 +176,7 @@ int q35_cpu_has_avxvnni(void) {
 const q35_kern *q35_kern_active(void) {
     switch (q35_isa_get()) {
 #if defined(__x86_64__)
-    case Q35_ISA_AVX512: return &q35_kern_avx512;
+    case Q35_ISA_AVX512: return g.amx && g.use_amx ? &kern_amx : &q35_kern_avx512;
     case Q35_ISA_AVX2: return g.avxvnni && g.use_avxvnni ? &q35_kern_avx2vnni : &q35_kern_avx2;
 #elif defined(__aarch64__)
     case Q35_ISA_NEON: return &q35_kern_neon;

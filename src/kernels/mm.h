@@ -58,6 +58,12 @@ extern const q35_kern q35_kern_scalar;
 extern const q35_kern q35_kern_avx2;
 extern const q35_kern q35_kern_avx2vnni;
 extern const q35_kern q35_kern_avx512;
+/* AMX-INT8 products for Q8_0 / Q4_0 / Q4R in the R16 layout (mm_amx.c); fewer than Q35_AMX_MIN_N
+ * tokens go to the AVX-512 kernels. q35_amx_init asks the OS for the tile state (0: granted). */
+#define Q35_AMX_MIN_N 8
+void q35_mm_amx_q8(const q35_mm_job *j, int64_t r0, int64_t r1);
+void q35_mm_amx_q4(const q35_mm_job *j, int64_t r0, int64_t r1);
+int q35_amx_init(void);
 #elif defined(__aarch64__)
 extern const q35_kern q35_kern_neon;
 #endif
@@ -67,6 +73,9 @@ int q35_cpu_has_avx512bf16(void);
 int q35_cpu_has_avxvnni(void);
 /* AVX2 level: 1 (default) uses AVX-VNNI where present, 0 the vpmaddubsw kernels; returns the old value. */
 int q35_kern_use_avxvnni(int on);
+/* AVX-512 level: 1 (default) uses AMX tiles for prompts where present, 0 the VNNI kernels; returns the old value. */
+int q35_kern_use_amx(int on);
+int q35_cpu_has_amx(void);
 
 /* Scalar pieces shared by all tables (ref.c). */
 void q35_actq_ref(const float *x, int t, int mult, q35_act *a);

@@ -1,0 +1,200 @@
+/* AMX-INT8 matrix-matrix products for the block-32 integer formats (Q8_0, Q4_0, Q4R) in the R16
+ * layout, used for prompts (n >= Q35_AMX_MIN_N tokens) on CPUs with AMX tiles; fewer tokens go to
+ * the AVX-512 VNNI kernels (mm_avx512.c).
+ *
+ * One TDPBSSD multiplies a token tile A (up to 16 tokens x 32 activation bytes of one block, as
+ * q35_act stores them: [block][token][32]) by a weight tile B (the block's 32 quants of 16 rows in
+ * VNNI order: B row kk holds quants 4kk..4kk+3 of each of the 16 rows) into C (int32
+ * [token][row]). That B order is exactly the R16 layout's: a Q8_0 block is its 8 vectors, a Q4
+ * block its 4 vectors' low nibbles (quants 0..15) then high nibbles (16..31). The weights are
+ * unpacked once per 16-row group into signed bytes (Q8_0: code ^ 0x80 = q; Q4: nibble - 8 = q),
+ * so C is the signed dot product sum_k q*a, the same integer the VNNI kernels reach by starting at
+ * s = mult * sum(a) with unsigned codes. The float steps per block (f = dw * da; acc = fma(f,
+ * float(C), acc)) are the reference's, so results are bitwise equal to it.
+ *
+ * The tile state is per thread: every call loads its tile configuration and releases the tiles at
+ * the end. Linux grants a process the AMX state only on request (arch_prctl
+ * ARCH_REQ_XCOMP_PERM), which q35_amx_init makes once. */
+#include <immintrin.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "kernels/mm.h"
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+/* Blocks of one 16-row group unpacked at a time: 192 x 512 bytes = 96 KiB on the stack, every
+ * matrix of the 0.8B and 2B models in one chunk (cols <= 6144). */
+enum { CHUNK_BLOCKS = 192 };
+
+typedef struct tile_cfg {
+    uint8_t palette, start_row;
+    uint8_t reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_cfg;
+
+int q35_amx_init(void) {
+    /* ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 */
+    return syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 0 : -1;
+}
+
+/* Tiles: C = 0, A = 1, B = 2 (T tokens); 3, 4, 5 the same shapes. */
+static void configure(int T) {
+    tile_cfg c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    c.rows[0] = c.rows[3] = (uint8_t)T;
+    c.colsb[0] = c.colsb[3] = 64;
+    c.rows[1] = c.rows[4] = (uint8_t)T;
+    c.colsb[1] = c.colsb[4] = 32;
+    c.rows[2] = c.rows[5] = 8;
+    c.colsb[2] = c.colsb[5] = 64;
+    /* gcc 12 does not see ldtilecfg read the whole struct and drops the stores above without this */
+    __asm__ volatile("" : : "r"(&c) : "memory");
+    _tile_loadconfig(&c);
+}
+
+static int64_t scale_bytes16(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)63; }
+
+/* Signed weight bytes of blocks [b0, b0 + nbk) of one group into wq[nbk][8][64]. */
+static void unpack_q8(const uint8_t *grp, int64_t nb, int64_t b0, int64_t nbk, int8_t *wq) {
+    const uint8_t *qs = grp + scale_bytes16(nb) + 512 * b0;
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int64_t i = 0; i < nbk * 8; i++)
+        _mm512_store_si512((void *)(wq + 64 * i), _mm512_xor_si512(_mm512_loadu_si512((const void *)(qs + 64 * i)), flip));
+}
+
+static void unpack_q4(const uint8_t *grp, int64_t nb, int64_t b0, int64_t nbk, int8_t *wq) {
+    const uint8_t *qs = grp + scale_bytes16(nb) + 256 * b0;
+    const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
+    for (int64_t b = 0; b < nbk; b++) {
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(qs + 256 * b + 64 * c));
+            _mm512_store_si512((void *)(wq + 512 * b + 64 * c), _mm512_sub_epi8(_mm512_and_si512(v, m4), eight));
+            _mm512_store_si512((void *)(wq + 512 * b + 64 * (c + 4)), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), eight));
+        }
+    }
+}
+
+/* acc[t] += (dw * da[t]) * float(C[t]) for the T tokens of one block's product. */
+INLINE void scale_add(__m512 *acc, const int32_t *C, __m512 dw, const float *da, const int T) {
+    UNROLL
+    for (int t = 0; t < T; t++) {
+        const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(da[t]));
+        acc[t] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(C + 16 * t))), acc[t]);
+    }
+}
+
+/* The product of block b (i-th of the chunk) into tiles (c, a, w), stored to C. */
+#define BLOCK_PRODUCT(c, at, wt, b, i, C)                                                      \
+    do {                                                                                     \
+        _tile_zero(c);                                                                       \
+        _tile_loadd(at, a->q + ((size_t)(b) * a->n + t0) * 32, 32);                          \
+        _tile_loadd(wt, wq + 512 * (i), 64);                                                 \
+        _tile_dpbssd(c, at, wt);                                                             \
+        _tile_stored(c, C, 64);                                                              \
+    } while (0)
+
+/* Tokens [t0, t0 + T) x blocks [b0, b0 + nbk) of one group; acc holds the running sums. Tiles
+ * are not renamed, so consecutive blocks alternate between two tile sets, and the products of a
+ * pair of blocks are scaled while the next pair's run. */
+INLINE void tile_blocks(__m512 *acc, const uint8_t *grp, const int8_t *wq, int64_t b0, int64_t nbk, const q35_act *a, int t0,
+                        const int T) {
+    _Alignas(64) int32_t C[4][16 * 16];
+    int64_t i = 0, pending = -1; /* first block of the stored, not yet scaled pair (in C[p], C[p+1]) */
+    int p = 0;
+    for (; i + 2 <= nbk; i += 2) {
+        const int q = pending < 0 ? 0 : 2 - p;
+        BLOCK_PRODUCT(0, 1, 2, b0 + i, i, C[q]);
+        BLOCK_PRODUCT(3, 4, 5, b0 + i + 1, i + 1, C[q + 1]);
+        if (pending >= 0) {
+            const int64_t b = b0 + pending;
+            scale_add(acc, C[p], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * b))), a->d + (size_t)b * a->n + t0, T);
+            scale_add(acc, C[p + 1], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * (b + 1)))), a->d + (size_t)(b + 1) * a->n + t0, T);
+        }
+        pending = i;
+        p = q;
+    }
+    if (i < nbk) BLOCK_PRODUCT(0, 1, 2, b0 + i, i, C[2 - p]);
+    if (pending >= 0) {
+        const int64_t b = b0 + pending;
+        scale_add(acc, C[p], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * b))), a->d + (size_t)b * a->n + t0, T);
+        scale_add(acc, C[p + 1], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * (b + 1)))), a->d + (size_t)(b + 1) * a->n + t0, T);
+    }
+    if (i < nbk) {
+        const int64_t b = b0 + i;
+        scale_add(acc, C[2 - p], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * b))), a->d + (size_t)b * a->n + t0, T);
+    }
+}
+
+/* Masked store of 16 row results at rows rbase..rbase+15, keeping only [r0, r1). */
+INLINE void store16(float *y, __m512 v, int64_t rbase, int64_t r0, int64_t r1) {
+    int64_t lo = r0 - rbase, hi = r1 - rbase;
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > 16 ? 16 : hi;
+    const __mmask16 m = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
+    _mm512_mask_storeu_ps(y + rbase, m, v);
+}
+
+/* One token tile of T tokens over every block of a group (a group with more blocks than one chunk
+ * is unpacked chunk by chunk for each token tile). */
+INLINE void token_tile(const q35_mm_job *j, const uint8_t *grp, int64_t nb, int8_t *wq, int single_chunk, int q4, int64_t g,
+                       int64_t r0, int64_t r1, int t0, const int T) {
+    __m512 acc[16];
+    UNROLL
+    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += CHUNK_BLOCKS) {
+        const int64_t nbk = nb - b0 < CHUNK_BLOCKS ? nb - b0 : CHUNK_BLOCKS;
+        if (!single_chunk) {
+            if (q4) unpack_q4(grp, nb, b0, nbk, wq);
+            else unpack_q8(grp, nb, b0, nbk, wq);
+        }
+        tile_blocks(acc, grp, wq, b0, nbk, &j->a, t0, T);
+    }
+    UNROLL
+    for (int t = 0; t < T; t++) store16(j->Y + (int64_t)(t0 + t) * j->rows, acc[t], 16 * g, r0, r1);
+}
+
+static void amx_driver(const q35_mm_job *j, int64_t r0, int64_t r1, int q4) {
+    const q35_kern *vnni = &q35_kern_avx512;
+    const q35_dtype dt = j->W->dtype;
+    if (j->n < Q35_AMX_MIN_N) {
+        vnni->mm[dt][1](j, r0, r1);
+        return;
+    }
+    const size_t gb = q35_r16_group_bytes(dt, j->cols);
+    const int64_t nb = j->cols / 32;
+    const int single_chunk = nb <= CHUNK_BLOCKS;
+    _Alignas(64) int8_t wq[CHUNK_BLOCKS * 512]; /* [block][8][64] signed weights of one group */
+    const int nfull = j->n / 16 * 16, tail = j->n - nfull;
+    int cfg = 0; /* tokens per tile of the loaded configuration (0: none) */
+    for (int64_t g = r0 / 16; g * 16 < r1; g++) {
+        const uint8_t *grp = j->w + (size_t)g * gb;
+        if (single_chunk) {
+            if (q4) unpack_q4(grp, nb, 0, nb, wq);
+            else unpack_q8(grp, nb, 0, nb, wq);
+        }
+        if (nfull) {
+            if (cfg != 16) configure(cfg = 16);
+            for (int t0 = 0; t0 < nfull; t0 += 16) token_tile(j, grp, nb, wq, single_chunk, q4, g, r0, r1, t0, 16);
+        }
+        if (tail) {
+            if (cfg != tail) configure(cfg = tail);
+            switch (tail) {
+#define TAIL(k) case k: token_tile(j, grp, nb, wq, single_chunk, q4, g, r0, r1, nfull, k); break;
+                TAIL(1) TAIL(2) TAIL(3) TAIL(4) TAIL(5) TAIL(6) TAIL(7) TAIL(8)
+                TAIL(9) TAIL(10) TAIL(11) TAIL(12) TAIL(13) TAIL(14) TAIL(15)
+#undef TAIL
+            default: break;
+            }
+        }
+    }
+    if (cfg) _tile_release();
+}
+
+void q35_mm_amx_q8(const q35_mm_job *j, int64_t r0, int64_t r1) { amx_driver(j, r0, r1, 0); }
+void q35_mm_amx_q4(const q35_mm_job *j, int64_t r0, int64_t r1) { amx_driver(j, r0, r1, 1); }
