@@ -93,10 +93,10 @@ int q35_matmul_set_bf16_dot(int on) {
 
 static int is_int_format(q35_dtype t) { return t >= Q35_DT_Q8_0 && t <= Q35_DT_Q4R; }
 
-/* Quantize tokens [0, n) of X into a (rotating a copy first for Q4R). */
-static void quantize_acts(const q35_kern *K, q35_dtype dt, const float *X, int64_t cols, int n, q35_act *a, float *tmp) {
+/* Quantize tokens [t0, t1) of X into a (rotating a copy first for Q4R, in tmp[cols]). */
+static void quantize_range(const q35_kern *K, q35_dtype dt, const float *X, int64_t cols, int t0, int t1, q35_act *a, float *tmp) {
     const int mult = K->act_mult[dt];
-    for (int t = 0; t < n; t++) {
+    for (int t = t0; t < t1; t++) {
         const float *x = X + (int64_t)t * cols;
         if (dt == Q35_DT_Q4R) {
             memcpy(tmp, x, sizeof(float) * (size_t)cols);
@@ -105,6 +105,35 @@ static void quantize_acts(const q35_kern *K, q35_dtype dt, const float *X, int64
         }
         K->actq(x, t, mult, a);
     }
+}
+
+typedef struct actq_ctx {
+    const q35_kern *K;
+    q35_dtype dt;
+    const float *X;
+    int64_t cols;
+    int n;
+    q35_act *a;
+} actq_ctx;
+
+enum { ACTQ_STACK_COLS = 8192 }; /* a task rotates one row on its stack: 32 KiB */
+
+static void actq_task(void *vctx, int i, int n_tasks) {
+    const actq_ctx *c = vctx;
+    float tmp[ACTQ_STACK_COLS];
+    quantize_range(c->K, c->dt, c->X, c->cols, (int)((long long)c->n * i / n_tasks), (int)((long long)c->n * (i + 1) / n_tasks), c->a, tmp);
+}
+
+/* Quantize tokens [0, n) of X into a; a prompt's tokens are split across the pool. */
+static void quantize_acts(const q35_kern *K, q35_dtype dt, const float *X, int64_t cols, int n, q35_act *a, float *tmp, int parallel) {
+    q35_pool *pool = parallel && n >= 16 && cols <= ACTQ_STACK_COLS ? q35_global_pool() : NULL;
+    const int T = pool ? q35_pool_threads(pool) : 1;
+    if (T <= 1) {
+        quantize_range(K, dt, X, cols, 0, n, a, tmp);
+        return;
+    }
+    actq_ctx c = {K, dt, X, cols, n, a};
+    q35_pool_run(pool, T < n ? T : n, actq_task, &c);
 }
 
 typedef struct run_ctx {
@@ -176,13 +205,13 @@ static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, in
                 one.X = X + (int64_t)t * cols;
                 one.Y = Y + (int64_t)t * rows;
                 one.a = (q35_act){q, d, s, h, (int)(cols / 32), 1};
-                quantize_acts(K, dt, one.X, cols, 1, &one.a, tmp);
+                quantize_acts(K, dt, one.X, cols, 1, &one.a, tmp, 0);
                 fn(&one, r0, r1);
             }
             return;
         }
         float *tmp = act_carve(p, cols, n, &job.a);
-        quantize_acts(K, dt, X, cols, n, &job.a, tmp);
+        quantize_acts(K, dt, X, cols, n, &job.a, tmp, parallel);
     }
     run_ctx ctx = {fn, &job, r0, r1};
     int tasks = 1;

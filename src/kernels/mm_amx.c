@@ -178,6 +178,9 @@ static void amx_driver(const q35_mm_job *j, int64_t r0, int64_t r1, int q4) {
             if (q4) unpack_q4(grp, nb, 0, nb, wq);
             else unpack_q8(grp, nb, 0, nb, wq);
         }
+        /* the next group streams in from memory while this one's tiles run */
+        if ((g + 1) * 16 < r1)
+            for (size_t off = 0; off < gb; off += 64) _mm_prefetch((const char *)grp + gb + off, _MM_HINT_T1);
         if (nfull) {
             if (cfg != 16) configure(cfg = 16);
             for (int t0 = 0; t0 < nfull; t0 += 16) token_tile(j, grp, nb, wq, single_chunk, q4, g, r0, r1, t0, 16);
