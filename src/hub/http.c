@@ -262,7 +262,8 @@ q35_status q35_http_download(q35_http *h, q35_download *d) {
         d->transient = rc == CURLE_PARTIAL_FILE || rc == CURLE_RECV_ERROR || rc == CURLE_OPERATION_TIMEDOUT ||
                        rc == CURLE_GOT_NOTHING || rc == CURLE_SEND_ERROR || rc == CURLE_COULDNT_CONNECT;
         return q35_fail(Q35_ERR_IO, "%s: transfer failed after %llu of %llu bytes: %s", d->name, (unsigned long long)s.have,
-                        (unsigned long long)d->size, curl_easy_strerror(rc));
+                        (unsigned long long)d->size,
+                        rc == CURLE_PARTIAL_FILE ? "the connection closed before the end" : curl_easy_strerror(rc));
     }
     if (close_failed) return q35_fail(Q35_ERR_IO, "%s: cannot write %s", d->name, d->part_path);
     if (s.have != d->size) {
