@@ -48,3 +48,17 @@ void cli_progress_end(cli_progress *p) {
 }
 
 void cli_progress_load_cb(size_t done, size_t total, void *user) { cli_progress_update(user, done, total); }
+
+q35_status cli_load_model(const char *path, const q35_load_opts *opts, q35_model **out) {
+    q35_load_opts o = {0};
+    if (opts) o = *opts;
+    cli_progress bar;
+    cli_progress_init(&bar, "loading");
+    if (bar.enabled && !o.progress) {
+        o.progress = cli_progress_load_cb;
+        o.progress_user = &bar;
+    }
+    q35_status st = q35_model_load_ex(path, &o, out);
+    cli_progress_end(&bar);
+    return st;
+}

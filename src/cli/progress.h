@@ -19,4 +19,8 @@ void cli_progress_update(cli_progress *p, uint64_t done, uint64_t total);
 void cli_progress_end(cli_progress *p);
 /* The load-progress callback of q35_load_opts: user is a cli_progress. */
 void cli_progress_load_cb(size_t done, size_t total, void *user);
+
+#include "q35.h"
+/* q35_model_load_ex with a "loading" bar on stderr when it is a terminal. */
+q35_status cli_load_model(const char *path, const q35_load_opts *opts, q35_model **out);
 #endif
