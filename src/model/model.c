@@ -143,17 +143,15 @@ q35_status q35_model_load(const char *dir, q35_model **out) { return q35_model_l
 typedef struct {
     const q35_load_opts *opts;
     size_t before;       /* bytes of files read completely */
-    const char *current; /* the file being read */
-    size_t current_size;
+    size_t current_size; /* size of the file last reported */
+    int finished;        /* the last report ended that file (every file's last report has done == size) */
 } read_progress;
 
 static void on_read(const char *path, size_t done, size_t size, void *user) {
     read_progress *r = user;
-    if (r->current != path) {
-        r->before += r->current_size;
-        r->current = path;
-    }
+    if (r->finished) r->before += r->current_size;
     r->current_size = size;
+    r->finished = done == size;
     r->opts->progress(r->before + done, r->before + size, r->opts->progress_user);
 }
 
@@ -169,7 +167,7 @@ q35_status q35_model_load_ex(const char *dir, const q35_load_opts *opts, q35_mod
     /* Weights converted at load end up in memory anyway: map the source, then drop it tensor by tensor. */
     const int converting = opts && opts->weights && strcmp(opts->weights, "native") != 0;
     const int load = opts && opts->load && !converting;
-    read_progress rp = {opts, 0, NULL, 0};
+    read_progress rp = {opts, 0, 0, 0};
     if (opts && opts->progress && load) q35_file_set_read_progress(on_read, &rp);
     m->load_opts = opts;
     if (!st && is_gguf) {
