@@ -62,6 +62,11 @@ typedef struct q35_load_opts {
     const char *weights;  /* NULL or "native": as stored; "bf16", "q8", "q4": converted at load (the
                              recurrent-path parameters and norms always stay in full precision) */
     int load;             /* 1: read the files into memory instead of mapping them */
+    /* NULL, or called on the loading thread as the load advances: done of total bytes, first of the
+     * weight files read into memory (load = 1; total grows as each file is opened), then of the
+     * matrices converted (weights other than native). Zero-initialised options need no change. */
+    void (*progress)(size_t done, size_t total, void *user);
+    void *progress_user;
 } q35_load_opts;
 q35_status q35_model_load_ex(const char *path, const q35_load_opts *opts, q35_model **out);
 void q35_model_free(q35_model *m);

@@ -71,7 +71,7 @@ static void test_sessions(void) {
         for (size_t wi = 0; wi < 3; wi++) {
             char dir[1024];
             snprintf(dir, sizeof dir, "%s/models/%s", test_data_dir(), models[mi]);
-            q35_load_opts o = {weights[wi], 0};
+            q35_load_opts o = {.weights = weights[wi]};
             q35_model *m;
             if (q35_model_load_ex(dir, &o, &m)) { CHECK(0, "%s", q35_last_error()); continue; }
             q35_model_info info;

@@ -203,6 +203,18 @@ static void test_lm_head(void) {
 }
 
 /* Split the fixture into two shards + index; it must load and give the same logits. */
+typedef struct {
+    size_t done, total;
+    int calls, backwards;
+} load_progress;
+static void on_load_progress(size_t done, size_t total, void *user) {
+    load_progress *p = user;
+    p->backwards |= done < p->done || done > total;
+    p->done = done;
+    p->total = total;
+    p->calls++;
+}
+
 static void test_sharded(void) {
     const char *d = fresh("sharded");
     char p[2100], single[2100];
@@ -272,6 +284,18 @@ static void test_sharded(void) {
     }
     q35_model_free(a);
     q35_model_free(b);
+    /* Load progress over the two shards read into memory: never backwards, ending at their sum. */
+    load_progress pr = {0, 0, 0, 0};
+    q35_load_opts lo = {.load = 1, .progress = on_load_progress, .progress_user = &pr};
+    CHECK(q35_model_load_ex(d, &lo, &b) == Q35_OK, "%s", q35_last_error());
+    q35_model_free(b);
+    struct stat s1, s2;
+    snprintf(p, sizeof p, "%s/model-00001-of-00002.safetensors", d);
+    int have = stat(p, &s1) == 0;
+    snprintf(p, sizeof p, "%s/model-00002-of-00002.safetensors", d);
+    have = have && stat(p, &s2) == 0;
+    CHECK(have && pr.calls >= 2 && !pr.backwards && pr.done == (size_t)(s1.st_size + s2.st_size) && pr.total == pr.done,
+          "progress: %d calls, done %zu of %zu, backwards %d", pr.calls, pr.done, pr.total, pr.backwards);
     /* A shard the index names but that is absent, and a name that escapes the directory. */
     snprintf(p, sizeof p, "%s/model-00002-of-00002.safetensors", d);
     rename(p, "/tmp/q35-moved-shard");

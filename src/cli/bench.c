@@ -14,6 +14,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/progress.h"
 #include "core/pool.h"
 #include "model/config.h"
 #include "model/synth.h"
@@ -223,9 +224,9 @@ int cmd_bench(int argc, char **argv) {
     q35_set_threads((int)threads);
     const double bw = measure_bandwidth();
     q35_model *m = NULL;
-    q35_load_opts lo = {weights, load};
+    q35_load_opts lo = {.weights = weights, .load = load};
     double t0 = now_s();
-    q35_status st = q35_model_load_ex(dir, &lo, &m);
+    q35_status st = cli_load_model(dir, &lo, &m);
     if (st) return cli_fail("", st);
     const double load_s = now_s() - t0;
     q35_model_info info;

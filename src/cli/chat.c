@@ -10,6 +10,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/progress.h"
 
 static volatile sig_atomic_t stop_answer;
 
@@ -89,7 +90,7 @@ int cmd_chat(int argc, char **argv) {
     size_t line_cap = 0;
     q35_status st;
     if ((st = q35_tokenizer_load(dir, &tok))) { rc = cli_fail("", st); goto done; }
-    if ((st = q35_model_load_ex(model_path, &g.load, &model))) { rc = cli_fail("", st); goto done; }
+    if ((st = cli_load_model(model_path, &g.load, &model))) { rc = cli_fail("", st); goto done; }
     q35_model_info info;
     q35_model_get_info(model, &info);
     if (g.n_ctx > info.max_ctx) g.n_ctx = info.max_ctx;

@@ -5,6 +5,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/progress.h"
 
 static void help(FILE *f) {
     fprintf(f,
@@ -111,7 +112,7 @@ int cmd_generate(int argc, char **argv) {
         cli_error("generate: the prompt is empty");
         goto done;
     }
-    if ((st = q35_model_load_ex(model_path, &g.load, &model))) { rc = cli_fail("", st); goto done; }
+    if ((st = cli_load_model(model_path, &g.load, &model))) { rc = cli_fail("", st); goto done; }
     q35_model_info info;
     q35_model_get_info(model, &info);
     if (g.n_ctx > info.max_ctx) {

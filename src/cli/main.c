@@ -33,6 +33,8 @@ static const struct {
     {"render", cmd_render, "print the prompt the chat template makes for a conversation"},
     {"bench", cmd_bench, "prompt and generation speed against the measured memory bandwidth"},
     {"quantize", cmd_quantize, "write a checkpoint as GGUF with 8- or 4-bit matrices"},
+    {"pull", cmd_pull, "download a Hugging Face model repository, verified against the hub's hashes"},
+    {"verify", cmd_verify, "check a model directory against its q35-manifest.json"},
 };
 
 static void usage(FILE *f) {

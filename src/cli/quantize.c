@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/progress.h"
 #include "kernels/quant.h"
 #include "model/model.h"
 #include "model/model_gguf.h"
@@ -62,8 +63,8 @@ int cmd_quantize(int argc, char **argv) {
     }
     q35_set_threads((int)threads);
     q35_model *m = NULL;
-    q35_load_opts lo = {"native", 0};
-    q35_status st = q35_model_load_ex(dir, &lo, &m);
+    q35_load_opts lo = {.weights = "native"};
+    q35_status st = cli_load_model(dir, &lo, &m);
     if (st) return cli_fail("", st);
     q35_gguf_export e;
     if ((st = q35_gguf_export_model(m, &e))) {
@@ -73,8 +74,14 @@ int cmd_quantize(int argc, char **argv) {
     int rc = 0;
     void **bufs = calloc((size_t)e.n, sizeof *bufs);
     float *row = NULL;
+    cli_progress bar;
+    cli_progress_init(&bar, "quantizing");
+    size_t bytes_total = 0, bytes_done = 0;
+    for (int i = 0; i < e.n; i++) bytes_total += e.v[i].t.nbytes;
     for (int i = 0; i < e.n && !rc; i++) {
         q35_tensor *t = &e.v[i].t;
+        bytes_done += t->nbytes;
+        cli_progress_update(&bar, bytes_done, bytes_total);
         if (t->ndim != 2 || t->shape[0] < 2 || strstr(e.v[i].name, "norm") || strstr(e.v[i].name, "ssm_conv")) continue;
         q35_dtype dt = is_embedding(e.v[i].name) ? embed : is_small_projection(e.v[i].name) ? small : layer;
         if (dt == Q35_DT_COUNT || dt == t->dtype) continue;
@@ -103,6 +110,7 @@ int cmd_quantize(int argc, char **argv) {
         t->data = buf;
         t->nbytes = rb * (size_t)rows;
     }
+    cli_progress_end(&bar);
     if (!rc) {
         q35_gguf_write_opts wo = {NULL, dir};
         if ((st = q35_gguf_write_model(out, &m->cfg, e.v, e.n, &wo))) rc = cli_fail("quantize", st);

@@ -74,6 +74,14 @@ q35_status q35_map_file(const char *path, q35_mapping *m) {
     return Q35_OK;
 }
 
+static _Thread_local void (*read_progress)(const char *, size_t, size_t, void *);
+static _Thread_local void *read_progress_user;
+
+void q35_file_set_read_progress(void (*fn)(const char *path, size_t done, size_t size, void *user), void *user) {
+    read_progress = fn;
+    read_progress_user = user;
+}
+
 q35_status q35_load_file(const char *path, q35_mapping *m) {
     m->data = NULL;
     m->size = 0;
@@ -98,7 +106,7 @@ q35_status q35_load_file(const char *path, q35_mapping *m) {
     madvise(p, n, MADV_HUGEPAGE);
     size_t got = 0;
     while (got < n) {
-        ssize_t r = read(fd, p + got, n - got > (1u << 30) ? (1u << 30) : n - got);
+        ssize_t r = read(fd, p + got, n - got > (64u << 20) ? (64u << 20) : n - got);
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
             munmap(p, n);
@@ -106,6 +114,7 @@ q35_status q35_load_file(const char *path, q35_mapping *m) {
             return q35_fail(Q35_ERR_IO, "%s: read failed after %zu of %zu bytes", path, got, n);
         }
         got += (size_t)r;
+        if (read_progress) read_progress(path, got, n, read_progress_user);
     }
     close(fd);
     mprotect(p, n, PROT_READ);

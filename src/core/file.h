@@ -17,6 +17,9 @@ q35_status q35_map_file(const char *path, q35_mapping *m);
  * the host may evict), same interface as a mapping. */
 q35_status q35_load_file(const char *path, q35_mapping *m);
 void q35_unmap_file(q35_mapping *m);
+/* While set (on this thread), q35_load_file reports each file's bytes read so far: fn(path, done,
+ * size, user), at least once per 64 MiB and at the end. NULL stops it. */
+void q35_file_set_read_progress(void (*fn)(const char *path, size_t done, size_t size, void *user), void *user);
 
 int q35_file_exists(const char *path);
 /* dir + "/" + name into out (cap bytes); fails on truncation. */

@@ -138,6 +138,23 @@ q35_status q35_model_bind(struct q35_model *m, const char *what) {
 
 q35_status q35_model_load(const char *dir, q35_model **out) { return q35_model_load_ex(dir, NULL, out); }
 
+/* Whole-file reads of the weights mapped onto the caller's progress: bytes of the files finished
+ * before plus this one's (the total grows as files open). */
+typedef struct {
+    const q35_load_opts *opts;
+    size_t before;       /* bytes of files read completely */
+    size_t current_size; /* size of the file last reported */
+    int finished;        /* the last report ended that file (every file's last report has done == size) */
+} read_progress;
+
+static void on_read(const char *path, size_t done, size_t size, void *user) {
+    read_progress *r = user;
+    if (r->finished) r->before += r->current_size;
+    r->current_size = size;
+    r->finished = done == size;
+    r->opts->progress(r->before + done, r->before + size, r->opts->progress_user);
+}
+
 q35_status q35_model_load_ex(const char *dir, const q35_load_opts *opts, q35_model **out) {
     *out = NULL;
     struct q35_model *m = calloc(1, sizeof *m);
@@ -150,6 +167,9 @@ q35_status q35_model_load_ex(const char *dir, const q35_load_opts *opts, q35_mod
     /* Weights converted at load end up in memory anyway: map the source, then drop it tensor by tensor. */
     const int converting = opts && opts->weights && strcmp(opts->weights, "native") != 0;
     const int load = opts && opts->load && !converting;
+    read_progress rp = {opts, 0, 0, 0};
+    if (opts && opts->progress && load) q35_file_set_read_progress(on_read, &rp);
+    m->load_opts = opts;
     if (!st && is_gguf) {
         st = q35_model_open_gguf(m, gguf_path, load);
     } else if (!st) {
@@ -161,7 +181,9 @@ q35_status q35_model_load_ex(const char *dir, const q35_load_opts *opts, q35_mod
         }
         if (!st) st = q35_model_bind(m, dir);
     }
+    q35_file_set_read_progress(NULL, NULL);
     if (!st) st = q35_model_convert_weights(m, opts ? opts->weights : NULL);
+    m->load_opts = NULL;
     if (st) {
         q35_model_free(m);
         return st;

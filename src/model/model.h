@@ -59,6 +59,7 @@ struct q35_model {
     void **owned;                     /* [n_owned] buffers of converted weights (quantize.c), freed with the model */
     int n_owned, cap_owned;
     struct q35_gguf_model *gguf;      /* the mapped GGUF file the tensors point into (model_gguf.c); NULL for safetensors */
+    const q35_load_opts *load_opts;   /* during q35_model_load_ex only (its progress callback); NULL after */
 };
 
 void q35_greedy_free_head(struct q35_model *m); /* runtime/greedy.c */

@@ -212,14 +212,25 @@ q35_status q35_model_convert_weights(struct q35_model *m, const char *weights) {
     const int tied = m->lm_head.data == m->embed.data;
     q35_status st;
     size_t bytes = 0;
+    /* Progress: source bytes of the layer matrices converted so far, of all of them. */
+    void (*progress)(size_t, size_t, void *) = m->load_opts ? m->load_opts->progress : NULL;
+    size_t todo = 0, done = 0;
+    for (int i = 0; progress && i < m->cfg.n_layers; i++) {
+        const q35_layer_weights *L = &m->layers[i];
+        const q35_tensor *ts[] = {&L->mlp_gate, &L->mlp_up, &L->mlp_down, &L->attn.q, &L->attn.k, &L->attn.v, &L->attn.o,
+                                  &L->gdn.in_qkv, &L->gdn.in_z, &L->gdn.out, &L->gdn.in_b, &L->gdn.in_a};
+        for (size_t k = 0; k < sizeof ts / sizeof ts[0]; k++) todo += ts[k]->data ? ts[k]->nbytes : 0;
+    }
     for (int i = 0; i < m->cfg.n_layers; i++) {
         q35_layer_weights *L = &m->layers[i];
         q35_tensor *big[] = {&L->mlp_gate, &L->mlp_up, &L->mlp_down, &L->attn.q, &L->attn.k, &L->attn.v, &L->attn.o,
-                             &L->gdn.in_qkv, &L->gdn.in_z, &L->gdn.out};
-        for (size_t k = 0; k < sizeof big / sizeof big[0]; k++)
+                             &L->gdn.in_qkv, &L->gdn.in_z, &L->gdn.out, &L->gdn.in_b, &L->gdn.in_a};
+        for (size_t k = 0; progress && k < sizeof big / sizeof big[0]; k++) done += big[k]->data ? big[k]->nbytes : 0;
+        for (size_t k = 0; k < sizeof big / sizeof big[0] - 2; k++)
             if ((st = convert(m, big[k], layer, layer_fallback))) return st;
         if ((st = convert(m, &L->gdn.in_b, small, Q35_DT_BF16))) return st;
         if ((st = convert(m, &L->gdn.in_a, small, Q35_DT_BF16))) return st;
+        if (progress) progress(done, todo, m->load_opts->progress_user);
     }
     if (head != Q35_DT_COUNT && (st = convert(m, &m->lm_head, head, head == Q35_DT_Q6_K ? Q35_DT_Q8_0 : Q35_DT_BF16))) return st;
     if (head == Q35_DT_COUNT) {
