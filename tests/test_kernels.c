@@ -298,6 +298,9 @@ static void actq_and_rotation(void) {
     float X[3 * 1024], R[1024], Rref[1024];
     fill_acts(X, n, cols);
     X[5] = 1e-38f; /* a block whose max is near the threshold of a zero block */
+    X[cols + 67] = INFINITY; /* blocks with inf / NaN quantize to zero on every ISA */
+    X[cols + 200] = NAN;
+    X[2 * cols + 300] = -INFINITY;
     const int nb = (int)(cols / 32);
     int8_t q0[3 * 1024], q1[3 * 1024];
     float d0[3 * 32], d1[3 * 32];
@@ -305,6 +308,13 @@ static void actq_and_rotation(void) {
     int16_t h0[6 * 32], h1[6 * 32];
     q35_act a0 = {q0, d0, s0, h0, nb, n}, a1 = {q1, d1, s1, h1, nb, n};
     for (int t = 0; t < n; t++) q35_actq_ref(X + t * cols, t, -8, &a0);
+    const int nonfinite[3][2] = {{1, 67 / 32}, {1, 200 / 32}, {2, 300 / 32}}; /* token, block */
+    for (int k = 0; k < 3; k++) {
+        const size_t i = (size_t)nonfinite[k][1] * n + nonfinite[k][0];
+        int zero = d0[i] == 0.0f && s0[i] == 0;
+        for (int j = 0; j < 32; j++) zero &= q0[32 * i + j] == 0;
+        CHECK(zero, "token %d block %d holds inf/NaN but did not quantize to zero", nonfinite[k][0], nonfinite[k][1]);
+    }
     q35_isa isas[Q35_ISA_COUNT + 2];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();

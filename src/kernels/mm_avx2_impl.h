@@ -366,7 +366,12 @@ static void actq(const float *x, int t, int mult, q35_act *a) {
         const float amax = _mm_cvtss_f32(m4);
         const size_t i = (size_t)b * a->n + t;
         int8_t *q = a->q + 32 * i;
-        if (!(amax >= 1e-30f)) {
+        /* v * 0 is NaN exactly for inf and NaN: such a block quantizes to zero, as in ref.c */
+        const __m256 zero = _mm256_setzero_ps();
+        __m256 z = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(v[0], zero), _mm256_mul_ps(v[1], zero)),
+                                 _mm256_add_ps(_mm256_mul_ps(v[2], zero), _mm256_mul_ps(v[3], zero)));
+        const int bad = _mm256_movemask_ps(_mm256_cmp_ps(z, z, _CMP_UNORD_Q)) != 0;
+        if (bad || !(amax >= 1e-30f)) {
             memset(q, 0, 32);
             a->d[i] = 0.0f;
             a->s[i] = 0;

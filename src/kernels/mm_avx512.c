@@ -348,7 +348,9 @@ static void actq(const float *x, int t, int mult, q35_act *a) {
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
         const size_t i = (size_t)b * a->n + t;
         int8_t *q = a->q + 32 * i;
-        if (!(amax >= 1e-30f)) {
+        /* 0x99: QNaN, +Inf, -Inf, SNaN — such a block quantizes to zero, as in ref.c */
+        const int bad = (_mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99)) != 0;
+        if (bad || !(amax >= 1e-30f)) {
             memset(q, 0, 32);
             a->d[i] = 0.0f;
             a->s[i] = 0;

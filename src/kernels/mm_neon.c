@@ -294,7 +294,11 @@ static void actq(const float *x, int t, int mult, q35_act *a) {
         const float amax = vmaxvq_f32(m);
         const size_t i = (size_t)b * a->n + t;
         int8_t *q = a->q + 32 * i;
-        if (!(amax >= 1e-30f)) {
+        /* v * 0 is NaN exactly for inf and NaN: such a block quantizes to zero, as in ref.c */
+        float32x4_t z = vdupq_n_f32(0.0f);
+        for (int k = 0; k < 8; k++) z = vaddq_f32(z, vmulq_n_f32(v[k], 0.0f));
+        const int bad = vminvq_u32(vceqq_f32(z, z)) == 0;
+        if (bad || !(amax >= 1e-30f)) {
             memset(q, 0, 32);
             a->d[i] = 0.0f;
             a->s[i] = 0;

@@ -134,10 +134,14 @@ void q35_actq_ref(const float *x, int t, int mult, q35_act *a) {
     for (int b = 0; b < a->nb; b++) {
         const float *v = x + 32 * b;
         float amax = 0;
-        for (int k = 0; k < 32; k++) amax = fmaxf(amax, fabsf(v[k]));
+        int finite = 1;
+        for (int k = 0; k < 32; k++) {
+            amax = fmaxf(amax, fabsf(v[k]));
+            finite &= isfinite(v[k]) != 0;
+        }
         const size_t i = (size_t)b * a->n + t;
         int8_t *q = a->q + 32 * i;
-        if (!(amax >= 1e-30f)) { /* zero (or NaN) block: codes 0 */
+        if (!finite || !(amax >= 1e-30f)) { /* zero block, or one with an inf / NaN: codes 0 */
             memset(q, 0, 32);
             a->d[i] = 0.0f;
             a->s[i] = 0;
