@@ -173,6 +173,8 @@ static void test_quantize(void) {
     CHECK(run(cmd, out_p, err_p) == 2, "--layout llama must be refused");
     snprintf(cmd, sizeof cmd, "%s quantize -m %s/models/talker -o %s/x.gguf --weights native --layout gguf", bin, test_data_dir(), test_work_dir());
     CHECK(run(cmd, out_p, err_p) == 2, "--weights native --layout gguf must be refused");
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s/gguf-q8-gguf/talker.q35.gguf -o %s/x.gguf --weights q8 --layout gguf", bin, test_work_dir(), test_work_dir());
+    CHECK(run(cmd, out_p, err_p) == 2, "a q35-layout source for --layout gguf must be refused");
 }
 
 static void test_help(void) {

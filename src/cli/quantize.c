@@ -134,6 +134,11 @@ int cmd_quantize(int argc, char **argv) {
     q35_gguf tok_src;
     memset(&tok_src, 0, sizeof tok_src);
     if (is_gguf && (st = q35_gguf_open(gguf_path, 0, &tok_src))) return cli_fail("quantize", st);
+    if (!q35_layout && tok_src.q35_version) {
+        cli_error("quantize: %s is a q35-layout file: --layout gguf needs a checkpoint or a llama.cpp GGUF file as the source", gguf_path);
+        q35_gguf_close(&tok_src);
+        return 2;
+    }
     char tok_json[4200];
     const int has_tok_dir = !is_gguf && !q35_path_join(tok_json, sizeof tok_json, src, "tokenizer.json") && q35_file_exists(tok_json);
 
