@@ -127,26 +127,54 @@ static void test_chat_piped(void) {
     free(out);
 }
 
-/* q35 quantize writes a GGUF that loads and answers like the checkpoint (greedy, talker). */
+/* q35 quantize writes a GGUF that loads and answers like the checkpoint (greedy, talker): --layout gguf
+ * (llama.cpp's) answers the reference text; --layout q35 (the default) answers exactly what the
+ * checkpoint answers with the same --weights converted at load. */
 static void test_quantize(void) {
     char cmd[8192];
-    const char *w[] = {"q8", "q4"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(cmd, sizeof cmd,
-                 "mkdir -p %s/gguf-%s && cp %s/models/talker/tokenizer.json %s/models/talker/chat_template.jinja %s/gguf-%s/ && "
-                 "%s quantize -m %s/models/talker -o %s/gguf-%s/talker.gguf --weights %s && "
-                 "%s generate -m %s/gguf-%s/talker.gguf -p 'Tell me a fortune.' --greedy -q",
-                 test_work_dir(), w[i], test_data_dir(), test_data_dir(), test_work_dir(), w[i], bin, test_data_dir(), test_work_dir(), w[i], w[i],
-                 bin, test_work_dir(), w[i]);
-        int rc = run(cmd, out_p, err_p);
-        char *out = slurp(out_p), *err = slurp(err_p);
-        CHECK(rc == 0 && strstr(out, "The only thing that is not worth doing is worth doing.") == out, "quantize %s: exit %d, '%s' %s", w[i], rc,
-              out, err);
-        free(out);
-        free(err);
-    }
+    const char *w[] = {"q8", "q4"}, *layout[] = {"gguf", "q35"};
+    for (int i = 0; i < 2; i++)
+        for (int l = 0; l < 2; l++) {
+            snprintf(cmd, sizeof cmd,
+                     "mkdir -p %s/gguf-%s-%s && cp %s/models/talker/tokenizer.json %s/models/talker/chat_template.jinja %s/gguf-%s-%s/ && "
+                     "%s quantize -m %s/models/talker -o %s/gguf-%s-%s/talker.gguf --weights %s --layout %s && "
+                     "%s generate -m %s/gguf-%s-%s/talker.gguf -p 'Tell me a fortune.' --greedy -q",
+                     test_work_dir(), w[i], layout[l], test_data_dir(), test_data_dir(), test_work_dir(), w[i], layout[l], bin, test_data_dir(),
+                     test_work_dir(), w[i], layout[l], w[i], layout[l], bin, test_work_dir(), w[i], layout[l]);
+            int rc = run(cmd, out_p, err_p);
+            char *out = slurp(out_p), *err = slurp(err_p);
+            if (l == 0) {
+                CHECK(rc == 0 && strstr(out, "The only thing that is not worth doing is worth doing.") == out, "quantize %s: exit %d, '%s' %s", w[i], rc,
+                      out, err);
+            } else {
+                snprintf(cmd, sizeof cmd, "%s generate -m %s/models/talker --weights %s -p 'Tell me a fortune.' --greedy -q", bin, test_data_dir(), w[i]);
+                int rc2 = run(cmd, out_p, err_p);
+                char *want = slurp(out_p);
+                CHECK(rc == 0 && rc2 == 0 && strcmp(out, want) == 0 && strlen(out) > 10, "quantize %s --layout q35: exit %d, '%s', expected '%s' %s", w[i], rc,
+                      out, want, err);
+                free(want);
+            }
+            free(out);
+            free(err);
+        }
+    /* From a GGUF file: llama.cpp's layout -> q35's, same answer. */
+    snprintf(cmd, sizeof cmd,
+             "%s quantize -m %s/gguf-q8-gguf/talker.gguf -o %s/gguf-q8-gguf/talker.q35.gguf --weights native && "
+             "%s generate -m %s/gguf-q8-gguf/talker.q35.gguf -p 'Tell me a fortune.' --greedy -q",
+             bin, test_work_dir(), test_work_dir(), bin, test_work_dir());
+    int rc = run(cmd, out_p, err_p);
+    char *out = slurp(out_p), *err = slurp(err_p);
+    CHECK(rc == 0 && strstr(out, "The only thing that is not worth doing is worth doing.") == out, "quantize GGUF -> q35: exit %d, '%s' %s", rc, out, err);
+    free(out);
+    free(err);
     snprintf(cmd, sizeof cmd, "%s quantize -m %s/models/talker -o /nonexistent/x.gguf --weights q4", bin, test_data_dir());
     CHECK(run(cmd, out_p, err_p) == 1, "an unwritable output must fail");
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s/models/talker -o %s/x.gguf --weights q4 --layout llama", bin, test_data_dir(), test_work_dir());
+    CHECK(run(cmd, out_p, err_p) == 2, "--layout llama must be refused");
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s/models/talker -o %s/x.gguf --weights native --layout gguf", bin, test_data_dir(), test_work_dir());
+    CHECK(run(cmd, out_p, err_p) == 2, "--weights native --layout gguf must be refused");
+    snprintf(cmd, sizeof cmd, "%s quantize -m %s/gguf-q8-gguf/talker.q35.gguf -o %s/x.gguf --weights q8 --layout gguf", bin, test_work_dir(), test_work_dir());
+    CHECK(run(cmd, out_p, err_p) == 2, "a q35-layout source for --layout gguf must be refused");
 }
 
 static void test_help(void) {

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "core/err.h"
+#include "kernels/quant.h"
 
 /* ---------------------------------------------------------------- types */
 
@@ -39,8 +40,54 @@ static const char *const ggml_names[] = {
     "i32", "i64", "f64", "iq1_m", "bf16", NULL, NULL, NULL, "tq1_0", "tq2_0", NULL, NULL, NULL, "mxfp4",
 };
 
+/* q35's own tensor types (gguf.h, "q35 layout"). */
+static const struct {
+    uint32_t type;
+    q35_dtype dt;
+    int layout;
+    const char *name;
+} q35_types[] = {
+    {Q35_GGUF_T_Q4R, Q35_DT_Q4R, Q35_LAYOUT_ROWS, "q35_q4r"},
+    {Q35_GGUF_T_R16_Q8_0, Q35_DT_Q8_0, Q35_LAYOUT_R16, "q35_r16_q8_0"},
+    {Q35_GGUF_T_R16_Q4_0, Q35_DT_Q4_0, Q35_LAYOUT_R16, "q35_r16_q4_0"},
+    {Q35_GGUF_T_R16_Q4_K, Q35_DT_Q4_K, Q35_LAYOUT_R16, "q35_r16_q4_k"},
+    {Q35_GGUF_T_R16_Q6_K, Q35_DT_Q6_K, Q35_LAYOUT_R16, "q35_r16_q6_k"},
+    {Q35_GGUF_T_R16_Q4R, Q35_DT_Q4R, Q35_LAYOUT_R16, "q35_r16_q4r"},
+};
+#define N_Q35_TYPES (int)(sizeof q35_types / sizeof q35_types[0])
+
+static int q35_type_index(uint32_t t) {
+    for (int i = 0; i < N_Q35_TYPES; i++)
+        if (q35_types[i].type == t) return i;
+    return -1;
+}
+
 const char *q35_ggml_type_name(uint32_t t) {
+    const int q = q35_type_index(t);
+    if (q >= 0) return q35_types[q].name;
     return t < sizeof ggml_names / sizeof ggml_names[0] && ggml_names[t] ? ggml_names[t] : "?";
+}
+
+size_t q35_gguf_q35_type_bytes(uint32_t type, int64_t rows, int64_t cols, q35_dtype *dt, int *layout) {
+    const int q = q35_type_index(type);
+    if (q < 0 || rows < 1 || cols < 1 || !q35_quant_supports(q35_types[q].dt, cols)) return 0;
+    *dt = q35_types[q].dt;
+    *layout = q35_types[q].layout;
+    const unsigned __int128 n = q35_types[q].layout == Q35_LAYOUT_R16
+                                    ? (unsigned __int128)q35_r16_group_bytes(*dt, cols) * (unsigned __int128)((rows + 15) / 16)
+                                    : (unsigned __int128)q35_row_bytes(*dt, cols) * (unsigned __int128)rows;
+    return n > ((unsigned __int128)1 << 62) ? 0 : (size_t)n;
+}
+
+int64_t q35_gguf_type_of(const q35_tensor *t, int *q35_only) {
+    *q35_only = 0;
+    if (t->layout == Q35_LAYOUT_ROWS && q35_ggml_from_dtype(t->dtype) >= 0) return q35_ggml_from_dtype(t->dtype);
+    for (int i = 0; i < N_Q35_TYPES; i++)
+        if (q35_types[i].dt == t->dtype && q35_types[i].layout == t->layout) {
+            *q35_only = 1;
+            return q35_types[i].type;
+        }
+    return -1;
 }
 
 int q35_dtype_from_ggml(uint32_t t) {
@@ -282,6 +329,36 @@ q35_status q35_gguf_parse(const char *path, q35_mapping map, q35_gguf *g) {
         }
     }
 
+    /* q35 layout (gguf.h): q35.format_version and q35.layout, read before any tensor type. */
+    int has_layout = 0;
+    for (int i = 0; i < g->n_kv; i++) {
+        const q35_gguf_kv *kv = &g->kv[i];
+        if (key_len[i] == 18 && memcmp(key_ptr[i], "q35.format_version", 18) == 0) {
+            if (kv->type != Q35_GGUF_U32) {
+                st = q35_fail(Q35_ERR_FORMAT, "%s: key 'q35.format_version' must be a u32", path);
+                goto fail;
+            }
+            g->q35_version = le32(kv->data);
+            if (g->q35_version != Q35_GGUF_Q35_VERSION) {
+                st = q35_fail(Q35_ERR_UNSUPPORTED, "%s: q35.format_version %u is not supported (this build reads version %d; was it written by a newer q35?)",
+                              path, g->q35_version, Q35_GGUF_Q35_VERSION);
+                goto fail;
+            }
+        } else if (key_len[i] == 10 && memcmp(key_ptr[i], "q35.layout", 10) == 0) {
+            if (kv->type != Q35_GGUF_STRING || kv->n != 3 || memcmp(kv->data, "r16", 3) != 0) {
+                st = q35_fail(Q35_ERR_UNSUPPORTED, "%s: key 'q35.layout' must be the string \"r16\" (the only layout this build reads)", path);
+                goto fail;
+            }
+            has_layout = 1;
+        }
+    }
+    if ((g->q35_version != 0) != has_layout) {
+        st = q35_fail(Q35_ERR_FORMAT, "%s: a q35-layout file needs both 'q35.format_version' and 'q35.layout', this one has only '%s'", path,
+                      has_layout ? "q35.layout" : "q35.format_version");
+        goto fail;
+    }
+    int has_q35_types = 0;
+
     /* Tensor infos. */
     for (int i = 0; i < g->n_tensors; i++) {
         q35_gguf_tensor *t = &g->tensors[i];
@@ -318,6 +395,33 @@ q35_status q35_gguf_parse(const char *path, q35_mapping map, q35_gguf *g) {
         }
         if ((st = rd_u32(&c, &t->ggml_type, "a tensor type"))) goto fail;
         if ((st = rd_u64(&c, &t->offset, "a tensor offset"))) goto fail;
+        if (q35_type_index(t->ggml_type) >= 0) { /* q35's own type: 2-D, size from type, shape and layout */
+            if (!g->q35_version) {
+                st = q35_fail(Q35_ERR_DTYPE, "%s: tensor '%s' has q35's type %s (%u), but the file has no 'q35.format_version': not a q35-layout file",
+                              path, name, q35_ggml_type_name(t->ggml_type), t->ggml_type);
+                goto fail;
+            }
+            if (nd != 2) {
+                st = q35_fail(Q35_ERR_FORMAT, "%s: tensor '%s' of type %s has %u dimensions, expected 2", path, name, q35_ggml_type_name(t->ggml_type), nd);
+                goto fail;
+            }
+            q35_dtype qdt;
+            int layout;
+            const size_t nb = q35_gguf_q35_type_bytes(t->ggml_type, t->ne[1], t->ne[0], &qdt, &layout);
+            if (!nb) {
+                st = q35_fail(Q35_ERR_FORMAT, "%s: tensor '%s': rows of %lld elements cannot be stored as %s", path, name, (long long)t->ne[0],
+                              q35_ggml_type_name(t->ggml_type));
+                goto fail;
+            }
+            t->t.dtype = qdt;
+            t->t.layout = layout;
+            t->t.nbytes = nb;
+            t->t.ndim = 2;
+            t->t.shape[0] = t->ne[1];
+            t->t.shape[1] = t->ne[0];
+            has_q35_types = 1;
+            continue;
+        }
         int dt = q35_dtype_from_ggml(t->ggml_type);
         if (dt < 0) {
             if (strcmp(q35_ggml_type_name(t->ggml_type), "?") != 0)
@@ -354,6 +458,11 @@ q35_status q35_gguf_parse(const char *path, q35_mapping map, q35_gguf *g) {
             goto fail;
         }
         g->alignment = (size_t)a;
+    }
+    if (has_q35_types && g->alignment % Q35_GGUF_Q35_ALIGN) {
+        st = q35_fail(Q35_ERR_FORMAT, "%s: q35-layout tensors need general.alignment a multiple of %d, the file has %zu", path, Q35_GGUF_Q35_ALIGN,
+                      g->alignment);
+        goto fail;
     }
     size_t data_start = c.pos + (g->alignment - c.pos % g->alignment) % g->alignment;
     if (data_start > c.size) {
@@ -433,7 +542,7 @@ q35_status q35_gguf_parse(const char *path, q35_mapping map, q35_gguf *g) {
      * alignment below the element size): copy those few. */
     for (int i = 0; i < g->n_tensors; i++) {
         q35_tensor *t = &g->tensors[i].t;
-        size_t need_align = q35_dtype_size(t->dtype) ? q35_dtype_size(t->dtype) : 4;
+        size_t need_align = t->layout == Q35_LAYOUT_R16 ? Q35_GGUF_Q35_ALIGN : q35_dtype_size(t->dtype) ? q35_dtype_size(t->dtype) : 4;
         if (((uintptr_t)t->data % need_align) == 0) continue;
         void *copy = aligned_alloc(64, (t->nbytes + 63) & ~(size_t)63);
         if (!copy) {
@@ -614,6 +723,7 @@ struct q35_gguf_writer {
     w_tensor *tensors;   /* [n_tensors] */
     int n_tensors, tensors_cap;
     size_t alignment;
+    int q35;             /* q35.format_version was set: q35's own tensor types allowed */
 };
 
 q35_status q35_gguf_writer_new(q35_gguf_writer **out) {
@@ -683,6 +793,7 @@ static q35_status begin_kv(q35_gguf_writer *w, const char *key, uint32_t type) {
 }
 
 q35_status q35_gguf_set_u32(q35_gguf_writer *w, const char *key, uint32_t v) {
+    if (strcmp(key, "q35.format_version") == 0) w->q35 = 1;
     if (strcmp(key, "general.alignment") == 0) {
         if (v == 0 || (v & (v - 1)) || v > Q35_GGUF_MAX_ALIGN)
             return q35_fail(Q35_ERR_ARG, "GGUF writer: general.alignment %u is not a power of two up to %u", v, Q35_GGUF_MAX_ALIGN);
@@ -762,22 +873,32 @@ q35_status q35_gguf_copy_kv(q35_gguf_writer *w, const q35_gguf_kv *kv) {
 q35_status q35_gguf_add_tensor(q35_gguf_writer *w, const char *name, const q35_tensor *t) {
     size_t n = strlen(name);
     if (n == 0 || n > Q35_GGUF_MAX_KEY) return q35_fail(Q35_ERR_ARG, "GGUF writer: bad tensor name '%.100s'", name);
-    if (q35_ggml_from_dtype(t->dtype) < 0)
-        return q35_fail(Q35_ERR_DTYPE, "GGUF writer: tensor '%s' has dtype %s, which GGUF cannot hold", name, q35_dtype_name(t->dtype));
-    if (t->layout != Q35_LAYOUT_ROWS)
-        return q35_fail(Q35_ERR_ARG, "GGUF writer: tensor '%s' is in an interleaved layout; GGUF holds rows of blocks", name);
-    if (t->ndim < 1 || t->ndim > Q35_GGUF_MAX_DIMS)
-        return q35_fail(Q35_ERR_SHAPE, "GGUF writer: tensor '%s' has %d dimensions, GGUF holds 1 to %d", name, t->ndim, Q35_GGUF_MAX_DIMS);
-    unsigned __int128 numel = 1;
-    for (int d = 0; d < t->ndim; d++) {
-        if (t->shape[d] < 1) return q35_fail(Q35_ERR_SHAPE, "GGUF writer: tensor '%s' has an empty dimension", name);
-        numel *= (unsigned __int128)t->shape[d];
+    int q35_only;
+    const int64_t type = q35_gguf_type_of(t, &q35_only);
+    if (type < 0)
+        return q35_fail(Q35_ERR_DTYPE, "GGUF writer: tensor '%s' has dtype %s in layout %d, which GGUF cannot hold", name, q35_dtype_name(t->dtype), t->layout);
+    if (q35_only && !w->q35)
+        return q35_fail(Q35_ERR_ARG, "GGUF writer: tensor '%s' (%s%s) needs q35's own tensor types: only a q35-layout file (q35.format_version set first) holds it",
+                        name, q35_dtype_name(t->dtype), t->layout == Q35_LAYOUT_R16 ? ", interleaved" : "");
+    if (q35_only) {
+        q35_dtype dt;
+        int layout;
+        if (t->ndim != 2 || q35_gguf_q35_type_bytes((uint32_t)type, t->shape[0], t->shape[1], &dt, &layout) != t->nbytes)
+            return q35_fail(Q35_ERR_ARG, "GGUF writer: tensor '%s': %zu bytes do not match its shape and type %s", name, t->nbytes, q35_ggml_type_name((uint32_t)type));
+    } else {
+        if (t->ndim < 1 || t->ndim > Q35_GGUF_MAX_DIMS)
+            return q35_fail(Q35_ERR_SHAPE, "GGUF writer: tensor '%s' has %d dimensions, GGUF holds 1 to %d", name, t->ndim, Q35_GGUF_MAX_DIMS);
+        unsigned __int128 numel = 1;
+        for (int d = 0; d < t->ndim; d++) {
+            if (t->shape[d] < 1) return q35_fail(Q35_ERR_SHAPE, "GGUF writer: tensor '%s' has an empty dimension", name);
+            numel *= (unsigned __int128)t->shape[d];
+        }
+        const int64_t cols = t->shape[t->ndim - 1];
+        const int blk = q35_dtype_block(t->dtype);
+        if (cols % blk) return q35_fail(Q35_ERR_SHAPE, "GGUF writer: tensor '%s': %lld columns are not whole %s blocks", name, (long long)cols, q35_dtype_name(t->dtype));
+        if (numel / (unsigned)blk * q35_dtype_block_bytes(t->dtype) != (unsigned __int128)t->nbytes)
+            return q35_fail(Q35_ERR_ARG, "GGUF writer: tensor '%s': %zu bytes do not match its shape and dtype %s", name, t->nbytes, q35_dtype_name(t->dtype));
     }
-    const int64_t cols = t->shape[t->ndim - 1];
-    const int blk = q35_dtype_block(t->dtype);
-    if (cols % blk) return q35_fail(Q35_ERR_SHAPE, "GGUF writer: tensor '%s': %lld columns are not whole %s blocks", name, (long long)cols, q35_dtype_name(t->dtype));
-    if (numel / (unsigned)blk * q35_dtype_block_bytes(t->dtype) != (unsigned __int128)t->nbytes)
-        return q35_fail(Q35_ERR_ARG, "GGUF writer: tensor '%s': %zu bytes do not match its shape and dtype %s", name, t->nbytes, q35_dtype_name(t->dtype));
     for (int i = 0; i < w->n_tensors; i++)
         if (strcmp(w->tensors[i].name, name) == 0) return q35_fail(Q35_ERR_ARG, "GGUF writer: tensor '%s' added twice", name);
     if (w->n_tensors == w->tensors_cap) {
@@ -822,6 +943,15 @@ q35_status q35_gguf_write(q35_gguf_writer *w, const char *path) {
     if (!f) return q35_fail(errno == ENOENT ? Q35_ERR_MISSING : Q35_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
     setvbuf(f, NULL, _IOFBF, 1 << 20);
     const size_t align = w->alignment;
+    for (int i = 0; i < w->n_tensors; i++) {
+        int q35_only;
+        q35_gguf_type_of(&w->tensors[i].t, &q35_only);
+        if (q35_only && align % Q35_GGUF_Q35_ALIGN) {
+            fclose(f);
+            unlink(tmp);
+            return q35_fail(Q35_ERR_ARG, "GGUF writer: tensor '%s' needs general.alignment a multiple of %d (it is %zu)", w->tensors[i].name, Q35_GGUF_Q35_ALIGN, align);
+        }
+    }
     int ok = wr(f, "GGUF", 4) && wr_u32(f, 3) && wr_u64(f, (uint64_t)w->n_tensors) && wr_u64(f, (uint64_t)w->n_kv) && wr(f, w->kv, w->kv_len);
     uint64_t at = 24 + w->kv_len, off = 0;
     for (int i = 0; ok && i < w->n_tensors; i++) {
@@ -829,7 +959,8 @@ q35_status q35_gguf_write(q35_gguf_writer *w, const char *path) {
         size_t nl = strlen(t->name);
         ok = wr_u64(f, nl) && wr(f, t->name, nl) && wr_u32(f, (uint32_t)t->t.ndim);
         for (int d = t->t.ndim - 1; ok && d >= 0; d--) ok = wr_u64(f, (uint64_t)t->t.shape[d]);
-        ok = ok && wr_u32(f, (uint32_t)q35_ggml_from_dtype(t->t.dtype)) && wr_u64(f, off);
+        int q35_only;
+        ok = ok && wr_u32(f, (uint32_t)q35_gguf_type_of(&t->t, &q35_only)) && wr_u64(f, off);
         at += 8 + nl + 4 + 8 * (uint64_t)t->t.ndim + 4 + 8;
         off += t->t.nbytes;
         off += (align - off % align) % align;

@@ -7,7 +7,20 @@
  * [rows, cols] (PyTorch) order.
  *
  * Writer: metadata + tensors, written atomically (tmp file + rename), default alignment 32, the
- * same layout gguf-py and llama.cpp write. */
+ * same layout gguf-py and llama.cpp write.
+ *
+ * q35 layout (format version 1; docs/quantization.md "File format"): still a valid GGUF container
+ * (same header, metadata, tensor infos, alignment), marked by the metadata
+ *   q35.format_version  u32 = 1      (another value: refused, "written by a newer q35")
+ *   q35.layout          string "r16" (anything else, or absent: refused)
+ *   general.alignment   u32, a multiple of 64 (the kernels read R16 groups with aligned vector loads)
+ * and tensor types outside ggml's numbering for the encodings only q35 has (Q35_GGUF_T_*): Q4R rows,
+ * and the 16-row interleave of kernels/quant.h (Q35_LAYOUT_R16) of Q8_0, Q4_0, Q4_K, Q6_K and Q4R.
+ * Such a tensor has exactly 2 dimensions (ne = {cols, rows}), cols a whole number of blocks of its
+ * format (Q4R: of 128), and holds exactly ceil(rows / 16) * q35_r16_group_bytes(dtype, cols) bytes
+ * (Q4R rows: rows * q35_row_bytes). The q35 types are refused in a file without the two keys, and
+ * llama.cpp refuses the q35 types ("invalid ggml type"): such a file is q35's own. Tensors of ggml
+ * types may be mixed in (norms F32, a head as stored). */
 #ifndef Q35_FORMATS_GGUF_H
 #define Q35_FORMATS_GGUF_H
 #include <stddef.h>
@@ -41,6 +54,18 @@ enum {
     Q35_GGML_Q6_K = 14, Q35_GGML_I8 = 24, Q35_GGML_I16 = 25, Q35_GGML_I32 = 26, Q35_GGML_I64 = 27,
     Q35_GGML_F64 = 28, Q35_GGML_BF16 = 30,
 };
+
+/* q35's own tensor types (q35 layout files only; see above). */
+enum {
+    Q35_GGUF_T_Q4R = 0x3500,         /* Q4R, rows of blocks */
+    Q35_GGUF_T_R16_Q8_0 = 0x3501,    /* Q8_0 in the R16 interleave */
+    Q35_GGUF_T_R16_Q4_0 = 0x3502,
+    Q35_GGUF_T_R16_Q4_K = 0x3503,
+    Q35_GGUF_T_R16_Q6_K = 0x3504,
+    Q35_GGUF_T_R16_Q4R = 0x3505,
+};
+#define Q35_GGUF_Q35_VERSION 1       /* the q35.format_version this build reads and writes */
+#define Q35_GGUF_Q35_ALIGN 64        /* q35 tensors: general.alignment a multiple of this */
 
 /* Limits (beyond "fits in the file"): refused with a message, never allocated. */
 #define Q35_GGUF_MAX_KEY 65535u          /* bytes of a key or tensor name */
@@ -84,6 +109,7 @@ typedef struct q35_gguf {
     char *strings;                   /* storage of every key and tensor name */
     void **owned;                    /* [n_owned] aligned copies of tensors whose data was misaligned in memory */
     int n_owned;
+    uint32_t q35_version;            /* q35.format_version (0: a plain GGUF file) */
 } q35_gguf;
 
 /* Map path (load = 1: read it into anonymous memory) and parse it. */
@@ -113,6 +139,12 @@ const char *q35_ggml_type_name(uint32_t ggml_type);   /* "q4_k", ...; "?" when u
 int q35_dtype_from_ggml(uint32_t ggml_type);
 /* ggml type of a q35 dtype; -1 when GGUF has none (q35's own formats). */
 int q35_ggml_from_dtype(q35_dtype t);
+/* Tensor type (ggml's, or Q35_GGUF_T_*) that stores t's dtype in t's layout; -1 when none.
+ * *q35_only = 1 when it is one of q35's own types. */
+int64_t q35_gguf_type_of(const q35_tensor *t, int *q35_only);
+/* Bytes of a 2-D tensor of a q35 type (Q35_GGUF_T_*) with rows x cols, and its dtype and layout;
+ * 0 when the type is not one of q35's or cols is not whole blocks of it. */
+size_t q35_gguf_q35_type_bytes(uint32_t type, int64_t rows, int64_t cols, q35_dtype *dt, int *layout);
 
 /* ---------------------------------------------------------------- writer */
 typedef struct q35_gguf_writer q35_gguf_writer;

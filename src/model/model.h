@@ -63,7 +63,8 @@ struct q35_model {
 };
 
 void q35_greedy_free_head(struct q35_model *m); /* runtime/greedy.c */
-/* Convert the large matrices to "bf16", "q8" or "q4" in memory (src/model/quantize.c). */
+/* Convert the large matrices to "bf16", "q8" or "q4" in memory (src/model/quantize.c); "rows": as
+ * stored, not even repacked (q35 quantize --layout gguf exports the rows). */
 q35_status q35_model_convert_weights(struct q35_model *m, const char *weights);
 /* Bind tensors of an opened index to a model (used by q35_model_load and tests). */
 q35_status q35_model_bind(struct q35_model *m, const char *what);

@@ -240,6 +240,7 @@ typedef struct {
     struct q35_model *m;
     struct q35_gguf_model *gm;
     float *next;          /* bump pointer into m->small */
+    int v_tiled;          /* q35.v_heads_tiled: 1 (llama.cpp's files) unless a q35-layout file says 0 */
 } gbind;
 
 static void fmt_shape(char *out, size_t cap, int ndim, const int64_t *shape_q35) {
@@ -255,7 +256,8 @@ static q35_status gfind(gbind *b, const char *name, int ndim, const int64_t *sha
     if (!gt) return q35_fail(Q35_ERR_MISSING, "%s: missing tensor '%s'", g->path, name);
     const q35_tensor *t = &gt->t;
     const int is_float = t->dtype == Q35_DT_F32 || t->dtype == Q35_DT_F16 || t->dtype == Q35_DT_BF16;
-    const int is_quant = t->dtype == Q35_DT_Q8_0 || t->dtype == Q35_DT_Q4_0 || t->dtype == Q35_DT_Q4_K || t->dtype == Q35_DT_Q6_K;
+    const int is_quant = t->dtype == Q35_DT_Q8_0 || t->dtype == Q35_DT_Q4_0 || t->dtype == Q35_DT_Q4_K || t->dtype == Q35_DT_Q6_K ||
+                         t->dtype == Q35_DT_Q4R; /* Q4R: q35-layout files only (gguf.c) */
     if (small && !is_float)
         return q35_fail(Q35_ERR_DTYPE, "%s: tensor '%s' has type %s, expected f32, f16 or bf16", g->path, name, q35_dtype_name(t->dtype));
     if (!small && !is_float && !is_quant)
@@ -317,7 +319,7 @@ static q35_status bind_layer(gbind *b, int il, q35_layer_weights *L) {
     q35_gdn_weights *gw = &L->gdn;
     const int64_t Hk = c->lin_k_heads, Hv = c->lin_v_heads, dv = c->lin_v_dim, kd = Hk * c->lin_k_dim, vd = Hv * dv;
     const int64_t C = 2 * kd + vd, K = c->conv_kernel;
-    gw->v_tiled = Hv != Hk; /* V heads in llama.cpp's tiled order (see hf_head_at) */
+    gw->v_tiled = Hv != Hk && b->v_tiled; /* V heads in llama.cpp's tiled order (see hf_head_at) */
     if ((st = gmatrix(b, NAME("attn_qkv.weight"), C, H, &gw->in_qkv))) return st;
     if ((st = gmatrix(b, NAME("attn_gate.weight"), vd, H, &gw->in_z))) return st;
     if ((st = gmatrix(b, NAME("ssm_beta.weight"), Hv, H, &gw->in_b))) return st;
@@ -338,7 +340,12 @@ static q35_status bind_layer(gbind *b, int il, q35_layer_weights *L) {
 
 static q35_status bind(struct q35_model *m) {
     const q35_config *c = &m->cfg;
-    gbind b = {m, m->gguf, NULL};
+    gbind b = {m, m->gguf, NULL, 1};
+    /* q35-layout files (gguf.h) hold the model as q35 binds it after conversion: matrices in the R16
+     * interleave point straight into the mapping (nothing repacked or copied at load), and the V heads
+     * in the order the converted model had (q35.v_heads_tiled; absent: llama.cpp's tiled order). */
+    q35_status st = m->gguf->g.q35_version ? q35_gguf_get_bool(&m->gguf->g, "q35.v_heads_tiled", 0, &b.v_tiled) : Q35_OK;
+    if (st) return st;
     size_t small = (size_t)c->hidden;
     for (int i = 0; i < c->n_layers; i++) {
         small += 2 * (size_t)c->hidden;
@@ -353,7 +360,6 @@ static q35_status bind(struct q35_model *m) {
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->small || !m->layers) return q35_fail(Q35_ERR_NOMEM, "%s: out of memory for the model's small weights", m->gguf->g.path);
     b.next = m->small;
-    q35_status st;
     if ((st = gmatrix(&b, "token_embd.weight", c->vocab, c->hidden, &m->embed))) return st;
     if ((st = gvec(&b, "output_norm.weight", c->hidden, &m->final_norm))) return st;
     for (int i = 0; i < c->n_layers; i++)
@@ -376,6 +382,8 @@ q35_status q35_model_open_gguf(struct q35_model *m, const char *path, int load) 
     return st;
 }
 
+const q35_gguf *q35_model_gguf(const struct q35_model *m) { return m->gguf ? &m->gguf->g : NULL; }
+
 void q35_model_close_gguf(struct q35_model *m) {
     struct q35_gguf_model *gm = m->gguf;
     if (!gm) return;
@@ -386,8 +394,8 @@ void q35_model_close_gguf(struct q35_model *m) {
 
 /* ---------------------------------------------------------------- export */
 
-static q35_status ex_add(q35_gguf_export *e, const char *name, const q35_tensor *t) {
-    if (t->layout != Q35_LAYOUT_ROWS)
+static q35_status ex_add(q35_gguf_export *e, int as_bound, const char *name, const q35_tensor *t) {
+    if (t->layout != Q35_LAYOUT_ROWS && !as_bound)
         return q35_fail(Q35_ERR_UNSUPPORTED, "tensor '%s' is in the interleaved layout of the kernels: export the model before repacking", name);
     q35_gguf_named_tensor *v = realloc(e->v, (size_t)(e->n + 1) * sizeof *v);
     if (!v) return q35_fail(Q35_ERR_NOMEM, "out of memory");
@@ -432,14 +440,18 @@ static float *tiled_floats(const float *src, int64_t n_heads, int64_t Hk, int64_
     return dst;
 }
 
-q35_status q35_gguf_export_model(const struct q35_model *m, q35_gguf_export *e) {
+static q35_status export_model(const struct q35_model *m, int as_bound, q35_gguf_export *e);
+q35_status q35_gguf_export_model(const struct q35_model *m, q35_gguf_export *e) { return export_model(m, 0, e); }
+q35_status q35_gguf_export_bound(const struct q35_model *m, q35_gguf_export *e) { return export_model(m, 1, e); }
+
+static q35_status export_model(const struct q35_model *m, int as_bound, q35_gguf_export *e) {
     memset(e, 0, sizeof *e);
     const q35_config *c = &m->cfg;
     const int64_t H = c->hidden;
     char n[96];
     q35_status st;
     q35_tensor t;
-#define ADD(name, tensor) do { if ((st = ex_add(e, (name), (tensor)))) goto fail; } while (0)
+#define ADD(name, tensor) do { if ((st = ex_add(e, as_bound, (name), (tensor)))) goto fail; } while (0)
 #define NAME(s) (snprintf(n, sizeof n, "blk.%d." s, il), n)
     ADD("token_embd.weight", &m->embed);
     t = f32_tensor(m->final_norm, 1, H, 0);
@@ -467,7 +479,7 @@ q35_status q35_gguf_export_model(const struct q35_model *m, q35_gguf_export *e) 
             const int64_t C = q35_cfg_conv_channels(c), K = c->conv_kernel;
             q35_tensor qkv = gw->in_qkv, z = gw->in_z, bb = gw->in_b, aa = gw->in_a, out = gw->out;
             const float *conv = gw->conv, *dt = gw->dt_bias, *A = gw->neg_exp_A;
-            if (Hv != Hk && !gw->v_tiled) { /* grouped -> tiled, as _LinearAttentionVReorderBase */
+            if (Hv != Hk && !gw->v_tiled && !as_bound) { /* grouped -> tiled, as _LinearAttentionVReorderBase */
                 const q35_tensor *mats[] = {&gw->in_qkv, &gw->in_z, &gw->in_b, &gw->in_a, &gw->out};
                 for (int k = 0; k < 5; k++)
                     if (mats[k]->layout != Q35_LAYOUT_ROWS) {
@@ -681,7 +693,7 @@ static uint32_t file_type(const q35_gguf_named_tensor *t, int n) {
         switch (t[i].t.dtype) {
         case Q35_DT_F32: return 0;
         case Q35_DT_F16: return 1;
-        case Q35_DT_Q4_0: return 2;
+        case Q35_DT_Q4_0: case Q35_DT_Q4R: return 2; /* Q4R: same bits (q35-layout files only) */
         case Q35_DT_Q8_0: return 7;
         case Q35_DT_Q4_K: return 15; /* Q4_K_M */
         case Q35_DT_Q6_K: return 18;
@@ -734,7 +746,17 @@ q35_status q35_gguf_write_model(const char *path, const q35_config *c, const q35
     }
     S(q35_gguf_set_u32(w, ARCH ".rope.dimension_count", (uint32_t)c->rope_dim));
     S(q35_gguf_set_u32(w, "general.quantization_version", 2));
-    if (opts && opts->tokenizer_dir) S(write_tokenizer(w, opts->tokenizer_dir, c->vocab));
+    if (opts && opts->q35_layout) { /* gguf.h: q35's own file; q35_gguf_add_tensor accepts its types after this */
+        S(q35_gguf_set_u32(w, "q35.format_version", Q35_GGUF_Q35_VERSION));
+        S(q35_gguf_set_str(w, "q35.layout", "r16"));
+        S(q35_gguf_set_bool(w, "q35.v_heads_tiled", opts->v_heads_tiled));
+        S(q35_gguf_set_u32(w, "general.alignment", Q35_GGUF_Q35_ALIGN));
+    }
+    if (opts && opts->tokenizer_gguf) {
+        const q35_gguf *src = opts->tokenizer_gguf;
+        for (int i = 0; i < src->n_kv; i++)
+            if (strncmp(src->kv[i].key, "tokenizer.", 10) == 0) S(q35_gguf_copy_kv(w, &src->kv[i]));
+    } else if (opts && opts->tokenizer_dir) S(write_tokenizer(w, opts->tokenizer_dir, c->vocab));
     else if (c->n_eos > 0) S(q35_gguf_set_u32(w, "tokenizer.ggml.eos_token_id", (uint32_t)c->eos_ids[0]));
 #undef S
     for (int i = 0; !st && i < n; i++) st = q35_gguf_add_tensor(w, t[i].name, &t[i].t);

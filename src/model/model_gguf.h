@@ -36,6 +36,8 @@ q35_status q35_gguf_config(const q35_gguf *g, q35_config *c);
 /* Open path (load = 1: read it into memory), fill m->cfg and bind every tensor (model.c calls this). */
 q35_status q35_model_open_gguf(struct q35_model *m, const char *path, int load);
 void q35_model_close_gguf(struct q35_model *m);
+/* The GGUF file a model was loaded from (NULL for safetensors): its mapping, tensors and metadata. */
+const q35_gguf *q35_model_gguf(const struct q35_model *m);
 
 /* ---------------------------------------------------------------- writing */
 typedef struct q35_gguf_named_tensor {
@@ -55,12 +57,19 @@ typedef struct q35_gguf_export {
  * they had to be reordered. A caller may replace any tensor (e.g. by a quantized copy of the same
  * shape) before writing. */
 q35_status q35_gguf_export_model(const struct q35_model *m, q35_gguf_export *e);
+/* The same names, with every tensor as the model holds it (the kernels' R16 interleave, Q4R, V heads
+ * in the model's order): what a q35-layout file stores (write with opts.q35_layout). */
+q35_status q35_gguf_export_bound(const struct q35_model *m, q35_gguf_export *e);
 void q35_gguf_export_free(q35_gguf_export *e);
 
 typedef struct q35_gguf_write_opts {
     const char *name;                /* general.name (NULL: "qwen35") */
     const char *tokenizer_dir;       /* NULL, or a directory with tokenizer.json (+ tokenizer_config.json,
                                         chat_template.jinja): written as tokenizer.ggml.* like the converter */
+    const q35_gguf *tokenizer_gguf;  /* NULL, or a GGUF file whose tokenizer.* metadata is copied (instead of tokenizer_dir) */
+    int q35_layout;                  /* 1: a q35-layout file (gguf.h): q35.format_version, q35.layout = "r16",
+                                        general.alignment 64; tensors from q35_gguf_export_bound */
+    int v_heads_tiled;               /* q35_layout: the model's V-head order (q35_gdn_weights.v_tiled) */
 } q35_gguf_write_opts;
 
 /* Write arch qwen35 metadata of cfg and the tensors to path (atomically). */

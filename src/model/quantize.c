@@ -202,6 +202,7 @@ static q35_status repack_all(struct q35_model *m) {
 q35_status q35_model_convert_weights(struct q35_model *m, const char *weights) {
     q35_dtype layer, small, head;
     if (!weights || !strcmp(weights, "native")) return repack_all(m);
+    if (!strcmp(weights, "rows")) return Q35_OK; /* internal (q35 quantize --layout gguf): as stored, nothing repacked */
     if (!strcmp(weights, "bf16")) layer = small = head = Q35_DT_BF16;
     else if (!strcmp(weights, "q8")) layer = small = Q35_DT_Q8_0, head = Q35_DT_COUNT; /* head as stored */
     else if (!strcmp(weights, "q8_0")) layer = small = head = Q35_DT_Q8_0;
