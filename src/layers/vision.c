@@ -107,19 +107,11 @@ static void residual_row(const rows_job *j, int r) {
     for (int i = 0; i < j->n; i++) x[i] += y[i] + j->a[i];
 }
 
-/* softmax(scale * s) over n scores, in place */
+/* softmax(scale * s) over n scores, in place (the vectorised online-softmax row of the kernels) */
 static void softmax_row(const rows_job *j, int r) {
-    float *s = j->x + (size_t)r * j->ld;
-    float m = -INFINITY;
-    for (int i = 0; i < j->n; i++) {
-        s[i] *= j->scale;
-        if (s[i] > m) m = s[i];
-    }
-    for (int i = 0; i < j->n; i++) s[i] -= m;
-    j->kn->vexp(s, j->n);
-    double sum = 0;
-    for (int i = 0; i < j->n; i++) sum += s[i];
-    j->kn->scale(s, (float)(1.0 / sum), j->n);
+    float *s = j->x + (size_t)r * j->ld, m = -INFINITY, sum = 0;
+    j->kn->softmax_row(s, j->n, j->n, j->scale, &m, &sum);
+    j->kn->scale(s, 1.0f / sum, j->n);
 }
 
 /* A float32 matrix [rows][cols] as a tensor the matmul kernels read. */
