@@ -24,6 +24,8 @@ static char model_dir[4096];
 static q35_st_index ref;
 static q35_model *M;
 static uint64_t pixel_seed;
+static q35_synth_tensor *syn_list; /* [syn_n] synthetic.json's tensors (transformers' save_pretrained order) */
+static int syn_n;
 
 /* Regenerate the checkpoint (not committed: the seeded generator rebuilds it bit for bit) into the
  * work directory and check it against synthetic.json's checksums. */
@@ -76,7 +78,7 @@ static int prepare(const char *src) {
     } else {
         rc = -1;
     }
-    free(list);
+    syn_list = list, syn_n = n;
     free(sums);
     return rc;
 }
@@ -144,6 +146,26 @@ static int prompt_images(int p, q35_image_embeds *im) {
         im[j] = (q35_image_embeds){emb_cache[i], emb_tokens[i], g[0], g[1], g[2]};
     }
     return k;
+}
+
+/* The C list of vision tensors (used by q35 bench) is the checkpoint's: names, dtypes, shapes. */
+static void test_synth_list(void) {
+    q35_synth_tensor *l = NULL;
+    int n = 0, k = 0;
+    CHECK(q35_synth_vision_list(&M->cfg.vision, &l, &n) == Q35_OK, "%s", q35_last_error());
+    for (int i = 0; i < syn_n; i++) {
+        if (strncmp(syn_list[i].name, "model.visual.", 13) != 0) continue;
+        int found = 0;
+        for (int j = 0; j < n && !found; j++) {
+            if (strcmp(l[j].name, syn_list[i].name) != 0) continue;
+            found = l[j].dtype == syn_list[i].dtype && l[j].ndim == syn_list[i].ndim;
+            for (int d = 0; found && d < l[j].ndim; d++) found = l[j].shape[d] == syn_list[i].shape[d];
+        }
+        CHECK(found, "%s: not in q35_synth_vision_list with the same dtype and shape", syn_list[i].name);
+        k++;
+    }
+    CHECK(k == n, "checkpoint has %d vision tensors, q35_synth_vision_list %d", k, n);
+    free(l);
 }
 
 static void test_positions(void) {
@@ -392,6 +414,7 @@ int main(void) {
         return 1;
     }
     RUN(test_encoder);
+    RUN(test_synth_list);
     RUN(test_positions);
     RUN(test_prompts);
     RUN(test_split_calls);
@@ -400,5 +423,6 @@ int main(void) {
     for (int i = 0; i < 16; i++) free(emb_cache[i]);
     q35_model_free(M);
     q35_st_close(&ref);
+    free(syn_list);
     TEST_EXIT();
 }
