@@ -162,7 +162,31 @@ void q35_sampler_accept(q35_sampler *s, int32_t id);
 /* Pick the next token from logits[n_vocab] (logits are modified in place). */
 int32_t q35_sampler_sample(q35_sampler *s, float *logits);
 
-/* ---------------------------------------------------------------- images (vision tower) */
+/* ---------------------------------------------------------------- images */
+typedef struct q35_image q35_image;            /* a decoded 8-bit RGB image */
+q35_status q35_image_load(const char *path, q35_image **out);
+q35_status q35_image_decode(const void *data, size_t len, const char *name /* for messages */, q35_image **out);
+void q35_image_free(q35_image *img);
+int q35_image_width(const q35_image *img);
+int q35_image_height(const q35_image *img);
+/* The pixels, [height][width][3] RGB bytes (alpha already composited over white, EXIF orientation applied). */
+const unsigned char *q35_image_rgb(const q35_image *img);
+typedef struct q35_image_proc q35_image_proc;  /* preprocessor_config.json of a checkpoint */
+/* dir: a checkpoint directory (reads preprocessor_config.json when present; the spec's defaults otherwise), or NULL */
+q35_status q35_image_proc_load(const char *dir, q35_image_proc **out);
+void q35_image_proc_free(q35_image_proc *p);
+/* fixed_w/fixed_h > 0: resize to exactly that size (multiples of patch*merge); max_tokens > 0: at most that many LLM tokens per image */
+q35_status q35_image_proc_set_limits(q35_image_proc *p, int fixed_w, int fixed_h, int max_tokens);
+typedef struct q35_pixels {
+    int grid_t, grid_h, grid_w;  /* patches along time, rows, columns */
+    int patch_dim;               /* 3 * temporal_patch_size * patch_size^2 (1536) */
+    int n_tokens;                /* LLM tokens: grid_t*grid_h*grid_w / merge_size^2 */
+    float *data;                 /* [grid_t*grid_h*grid_w][patch_dim], malloc'd */
+} q35_pixels;
+q35_status q35_image_preprocess(const q35_image_proc *p, const q35_image *img, q35_pixels *out);
+void q35_pixels_free(q35_pixels *px);
+
+/* ---------------------------------------------------------------- vision tower: images in prompts */
 /* Multimodal checkpoints (Qwen3_5ForConditionalGeneration with model.visual.* tensors) turn an
  * image's pixel_values (from the image preprocessor) into embeddings that take the place of the
  * prompt's <|image_pad|> tokens (spec §5). */
