@@ -10,6 +10,7 @@
  *   - errors (no vision tower, runs not matching images, context overflow, bad grids) leave the
  *     session unchanged. */
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include "core/file.h"
 #include "formats/json.h"
@@ -395,6 +396,51 @@ static void test_errors(void) {
     free(out);
 }
 
+/* Run a shell command; its stdout (at most cap-1 bytes) in out; returns the exit status. */
+static int run_cmd(const char *cmd, char *out, size_t cap) {
+    FILE *f = popen(cmd, "r");
+    if (!f) return -1;
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = 0;
+    int st = pclose(f);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* q35 generate --image on the committed PNG: decoding, preprocessing at its own size (no resampling),
+ * encoding and the expanded prompt give transformers' greedy continuation. */
+static void test_cli_image(void) {
+    const char *bin = getenv("Q35_BIN") ? getenv("Q35_BIN") : "build/q35";
+    const q35_tensor *pt = q35_st_find(&ref, "cli.prompt_ids"), *gt = q35_st_find(&ref, "cli.greedy");
+    CHECK(pt && gt, "vision_reference.safetensors has no cli.* entries");
+    if (!pt || !gt) return;
+    char ids[512] = "", cmd[8192], out[4096];
+    for (int i = 0; i < (int)pt->shape[0]; i++)
+        snprintf(ids + strlen(ids), sizeof ids - strlen(ids), "%s%d", i ? "," : "", ((const int32_t *)pt->data)[i]);
+    char png[4200];
+    snprintf(png, sizeof png, "%s/models/tiny-vision/cli_image.png", test_data_dir());
+    snprintf(cmd, sizeof cmd, "%s generate -m %s --image %s --image-size 96x64 --prompt-ids %s --print-ids --greedy -n %d -q", bin,
+             model_dir, png, ids, (int)gt->shape[0]);
+    CHECK(run_cmd(cmd, out, sizeof out) == 0, "%s failed", cmd);
+    char want[512] = "";
+    for (int i = 0; i < (int)gt->shape[0]; i++)
+        snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", i ? " " : "", ((const int32_t *)gt->data)[i]);
+    size_t n = strlen(out);
+    while (n && (out[n - 1] == '\n' || out[n - 1] == ' ')) out[--n] = 0;
+    CHECK(strcmp(out, want) == 0, "q35 generate --image printed '%s', transformers '%s'", out, want);
+    printf("# cli: q35 generate --image cli_image.png -> %s (reference %s)\n", out, want);
+    /* errors: a missing file, a prompt without an image token, a model without a vision tower */
+    snprintf(cmd, sizeof cmd, "%s generate -m %s --image %s/nonexistent.png --prompt-ids %s --print-ids -n 2 2>&1", bin, model_dir,
+             test_work_dir(), ids);
+    CHECK(run_cmd(cmd, out, sizeof out) == 1 && strstr(out, "nonexistent.png"), "missing image: '%s'", out);
+    snprintf(cmd, sizeof cmd, "%s generate -m %s --image %s --prompt-ids 1,2,3 --print-ids -n 2 2>&1", bin, model_dir, png);
+    CHECK(run_cmd(cmd, out, sizeof out) == 1 && strstr(out, "image token"), "no image token: '%s'", out);
+    snprintf(cmd, sizeof cmd, "%s generate -m %s/models/narrow8 --image %s --prompt-ids 1,2,3 --print-ids -n 2 2>&1", bin, test_data_dir(),
+             png);
+    CHECK(run_cmd(cmd, out, sizeof out) == 1 && strstr(out, "no vision tower"), "model without a tower: '%s'", out);
+    snprintf(cmd, sizeof cmd, "%s generate -m %s --image %s --image-size 96 --prompt-ids %s -n 2 2>&1", bin, model_dir, png, ids);
+    CHECK(run_cmd(cmd, out, sizeof out) == 2 && strstr(out, "--image-size"), "bad --image-size: '%s'", out);
+}
+
 int main(void) {
     char src[4096], path[4200];
     snprintf(src, sizeof src, "%s/models/tiny-vision", test_data_dir());
@@ -420,6 +466,7 @@ int main(void) {
     RUN(test_split_calls);
     RUN(test_expand);
     RUN(test_errors);
+    RUN(test_cli_image);
     for (int i = 0; i < 16; i++) free(emb_cache[i]);
     q35_model_free(M);
     q35_st_close(&ref);

@@ -23,6 +23,12 @@ generator rebuilds them bit for bit from synthetic.json, as tests/test_vision.c 
       prompt.<p>.greedy       int32 [GREEDY_N]  prefill with the cache, then one token at a time; positions
                               after the prompt by transformers' own rule (rope_deltas)
       prompt.<p>.greedy_margin f32 [GREEDY_N]
+      cli.prompt_ids          int32 [T]   a prompt with ONE <|image_pad|> for cli_image.png (q35 generate --prompt-ids
+                              expands it)
+      cli.grid                int32 [3]
+      cli.greedy              int32 [CLI_N] greedy continuation of that prompt, the image preprocessed by
+                              transformers' Qwen2VLImageProcessorPil at exactly its size (96x64: no resampling)
+  cli_image.png               96x64 RGB, made here with PIL
 The file is named vision_reference.safetensors (not reference.safetensors) so that the text parity test,
 which reads every models/*/reference.safetensors, leaves it to tests/test_vision.c.
 """
@@ -148,12 +154,64 @@ def record(out):
             T[f"prompt.{p}.greedy_margin"] = np.asarray(margins, dtype=np.float32)
             print(f"prompt {p}: T={len(ids)} images {imgs} rope delta {int(delta.view(-1)[0])} greedy {toks} "
                   f"min margin {min(margins):.3g}", flush=True)
+    record_cli(out, T)
     meta = {"format": "q35-vision-reference-1", "model": "tiny-vision", "architecture": arch, "dtype": "float32",
             "torch": torch.__version__, "transformers": transformers.__version__, "numpy": np.__version__,
             "pixel_seed": str(SEED), "greedy_n": str(GREEDY_N), "min_greedy_margin": repr(worst_margin)}
     synth.save_safetensors(T, os.path.join(out, "vision_reference.safetensors"), metadata=meta)
     if worst_margin < mf.MIN_MARGIN:
         raise SystemExit(f"a greedy step has a top-1/top-2 margin below {mf.MIN_MARGIN}; change SEED")
+
+
+CLI_N = 8
+
+
+def cli_image(out):
+    """A 96x64 RGB picture (gradients and a disc), written with PIL; its preprocessed pixel_values and the
+    greedy continuation of a prompt holding it."""
+    import PIL.Image
+    from transformers.models.qwen2_vl.image_processing_pil_qwen2_vl import Qwen2VLImageProcessorPil
+
+    w, h = 96, 64
+    y, x = np.mgrid[0:h, 0:w].astype(np.float64)
+    r = 255 * x / (w - 1)
+    g = 255 * y / (h - 1)
+    b = np.where((x - 60) ** 2 + (y - 30) ** 2 < 18 ** 2, 230.0, 40.0)
+    img = PIL.Image.fromarray(np.stack([r, g, b], -1).round().astype(np.uint8), "RGB")
+    path = os.path.join(out, "cli_image.png")
+    img.save(path)
+    proc = Qwen2VLImageProcessorPil(size={"longest_edge": w * h, "shortest_edge": w * h}, patch_size=16,
+                                    temporal_patch_size=2, merge_size=2, image_mean=[0.5] * 3, image_std=[0.5] * 3)
+    px = proc(images=[PIL.Image.open(path)], return_tensors="np")
+    return px["pixel_values"].astype(np.float32), [int(v) for v in px["image_grid_thw"][0]]
+
+
+def record_cli(out, T):
+    torch = mf.torch_setup()
+    model, _, _ = mf.load_reference_model(out)
+    pv, grid = cli_image(out)
+    nt = grid[0] * grid[1] * grid[2] // 4
+    rng = np.random.default_rng(11)
+    pre, post = list(rng.integers(0, 240, size=4)), list(rng.integers(0, 240, size=3))
+    collapsed = pre + [VSTART, IMAGE, VEND] + post
+    ids = torch.tensor([pre + [VSTART] + [IMAGE] * nt + [VEND] + post])
+    kw = dict(pixel_values=torch.from_numpy(pv), image_grid_thw=torch.tensor([grid]),
+              mm_token_type_ids=(ids == IMAGE).to(torch.int32))
+    toks = []
+    with torch.no_grad():
+        model.model.rope_deltas = None
+        cache = mf.new_cache(model)
+        cur = model(input_ids=ids, past_key_values=cache, use_cache=True, **kw).logits[0, -1]
+        for s in range(CLI_N):
+            toks.append(int(torch.argmax(cur)))
+            top2 = torch.topk(cur, 2).values
+            if float(top2[0] - top2[1]) < mf.MIN_MARGIN:
+                raise SystemExit("cli prompt: greedy margin too small")
+            cur = model(input_ids=torch.tensor([[toks[-1]]]), past_key_values=cache, use_cache=True).logits[0, -1]
+    T["cli.prompt_ids"] = np.asarray(collapsed, dtype=np.int32)
+    T["cli.grid"] = np.asarray(grid, dtype=np.int32)
+    T["cli.greedy"] = np.asarray(toks, dtype=np.int32)
+    print(f"cli image: grid {grid}, {nt} tokens, greedy {toks}", flush=True)
 
 
 def main():
@@ -167,7 +225,7 @@ def main():
     if os.path.isdir(a.out):
         shutil.rmtree(a.out)
     os.makedirs(a.out)
-    for f in ["config.json", "generation_config.json", "synthetic.json", "vision_reference.safetensors"]:
+    for f in ["config.json", "generation_config.json", "synthetic.json", "vision_reference.safetensors", "cli_image.png"]:
         shutil.copyfile(os.path.join(work, f), os.path.join(a.out, f))
 
 
