@@ -441,6 +441,63 @@ static void test_cli_image(void) {
     CHECK(run_cmd(cmd, out, sizeof out) == 2 && strstr(out, "--image-size"), "bad --image-size: '%s'", out);
 }
 
+/* The talker checkpoint (a real tokenizer and chat template, a random tiny vision tower): the prompt
+ * q35 renders and tokenizes for an image question equals transformers', and q35 generate --image /
+ * q35 chat with /image answer as transformers does. */
+static void test_cli_talker(void) {
+    const char *bin = getenv("Q35_BIN") ? getenv("Q35_BIN") : "build/q35";
+    const q35_tensor *pt = q35_st_find(&ref, "talker.prompt_ids"), *gt = q35_st_find(&ref, "talker.greedy");
+    CHECK(pt && gt, "vision_reference.safetensors has no talker.* entries");
+    if (!pt || !gt) return;
+    char talker[4200], png[4200], cmd[12000], out[4096];
+    snprintf(talker, sizeof talker, "%s/models/talker", test_data_dir());
+    snprintf(png, sizeof png, "%s/models/tiny-vision/cli_image.png", test_data_dir());
+    /* the prompt */
+    q35_tokenizer *tok = NULL;
+    CHECK(q35_tokenizer_load(talker, &tok) == Q35_OK, "%s", q35_last_error());
+    if (!tok) return;
+    q35_chat_opts o = {1, -1, 0, 0};
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(q35_chat_render("[{\"role\": \"user\", \"content\": [{\"type\": \"image\"}, {\"type\": \"text\", \"text\": \"What is in the picture?\"}]}]",
+                          NULL, &o, &text) == Q35_OK, "%s", q35_last_error());
+    if (text) CHECK(q35_tokenize(tok, text, strlen(text), 1, &ids, &n) == Q35_OK, "%s", q35_last_error());
+    CHECK(n == (size_t)pt->shape[0] && ids && memcmp(ids, pt->data, n * sizeof(int32_t)) == 0, "rendered prompt differs from transformers'");
+    free(text);
+    free(ids);
+    /* the answer: the greedy ids up to the first stop (<|im_end|> 3002, <|endoftext|> 3000) */
+    const int32_t *g = gt->data;
+    int G = 0;
+    while (G < (int)gt->shape[0] && g[G] != 3002 && g[G] != 3000) G++;
+    char want[512] = "";
+    for (int i = 0; i < G; i++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", i ? " " : "", g[i]);
+    snprintf(cmd, sizeof cmd, "%s generate -m %s --image %s --image-size 96x64 -p 'What is in the picture?' --greedy -n 12 --print-ids -q", bin,
+             talker, png);
+    CHECK(run_cmd(cmd, out, sizeof out) == 0, "%s failed", cmd);
+    size_t k = strlen(out);
+    while (k && (out[k - 1] == '\n' || out[k - 1] == ' ')) out[--k] = 0;
+    CHECK(strcmp(out, want) == 0, "q35 generate -m talker --image printed '%s', transformers '%s'", out, want);
+    /* chat: /image attaches it to the next message; the answer is the same text */
+    char *answer = NULL;
+    CHECK(q35_detokenize(tok, g, (size_t)G, &answer) == Q35_OK, "%s", q35_last_error());
+    char in[4300];
+    snprintf(in, sizeof in, "%s/chat-image.txt", test_work_dir());
+    FILE *f = fopen(in, "w");
+    if (f) {
+        fprintf(f, "/image %s\nWhat is in the picture?\n/quit\n", png);
+        fclose(f);
+    }
+    snprintf(cmd, sizeof cmd, "%s chat -m %s --image-size 96x64 --greedy -n 12 -q < %s 2>/dev/null", bin, talker, in);
+    CHECK(run_cmd(cmd, out, sizeof out) == 0, "%s failed", cmd);
+    k = strlen(out);
+    while (k && out[k - 1] == '\n') out[--k] = 0;
+    CHECK(answer && strcmp(out, answer) == 0, "q35 chat with /image answered '%s', transformers '%s'", out, answer ? answer : "");
+    printf("# talker: q35 generate --image and q35 chat /image answer '%s' as transformers does\n", answer ? answer : "");
+    free(answer);
+    q35_tokenizer_free(tok);
+}
+
 int main(void) {
     char src[4096], path[4200];
     snprintf(src, sizeof src, "%s/models/tiny-vision", test_data_dir());
@@ -467,6 +524,7 @@ int main(void) {
     RUN(test_expand);
     RUN(test_errors);
     RUN(test_cli_image);
+    RUN(test_cli_talker);
     for (int i = 0; i < 16; i++) free(emb_cache[i]);
     q35_model_free(M);
     q35_st_close(&ref);

@@ -28,6 +28,9 @@ generator rebuilds them bit for bit from synthetic.json, as tests/test_vision.c 
       cli.grid                int32 [3]
       cli.greedy              int32 [CLI_N] greedy continuation of that prompt, the image preprocessed by
                               transformers' Qwen2VLImageProcessorPil at exactly its size (96x64: no resampling)
+      talker.prompt_ids       int32 [T]   tests/data/models/talker: the chat template rendered by transformers for
+                              [{user: [image, "What is in the picture?"]}] and tokenized (one <|image_pad|>)
+      talker.greedy           int32 [12]  its greedy answer with cli_image.png (talker's own random vision tower)
   cli_image.png               96x64 RGB, made here with PIL
 The file is named vision_reference.safetensors (not reference.safetensors) so that the text parity test,
 which reads every models/*/reference.safetensors, leaves it to tests/test_vision.c.
@@ -155,6 +158,7 @@ def record(out):
             print(f"prompt {p}: T={len(ids)} images {imgs} rope delta {int(delta.view(-1)[0])} greedy {toks} "
                   f"min margin {min(margins):.3g}", flush=True)
     record_cli(out, T)
+    record_talker(out, T)
     meta = {"format": "q35-vision-reference-1", "model": "tiny-vision", "architecture": arch, "dtype": "float32",
             "torch": torch.__version__, "transformers": transformers.__version__, "numpy": np.__version__,
             "pixel_seed": str(SEED), "greedy_n": str(GREEDY_N), "min_greedy_margin": repr(worst_margin)}
@@ -212,6 +216,48 @@ def record_cli(out, T):
     T["cli.grid"] = np.asarray(grid, dtype=np.int32)
     T["cli.greedy"] = np.asarray(toks, dtype=np.int32)
     print(f"cli image: grid {grid}, {nt} tokens, greedy {toks}", flush=True)
+
+
+TALKER_Q = "What is in the picture?"
+
+
+def record_talker(out, T):
+    """tests/data/models/talker (a trained text model with a random tiny vision tower, a Qwen tokenizer and the
+    chat template): the rendered, tokenized, expanded prompt of an image question and its greedy answer, as
+    `q35 generate -m talker --image cli_image.png --image-size 96x64 -p QUESTION` must reproduce them."""
+    torch = mf.torch_setup()
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
+
+    talker = os.path.join(ROOT, "tests", "data", "models", "talker")
+    model, _, cfg = mf.load_reference_model(talker)
+    pad = cfg["image_token_id"]
+    pv, grid = cli_image(out)
+    nt = grid[0] * grid[1] * grid[2] // 4
+    msgs = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": TALKER_Q}]}]
+    text = AutoTokenizer.from_pretrained(talker).apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    collapsed = Tokenizer.from_file(os.path.join(talker, "tokenizer.json")).encode(text, add_special_tokens=False).ids
+    if collapsed.count(pad) != 1:
+        raise SystemExit("talker prompt: expected one image pad")
+    i = collapsed.index(pad)
+    ids = torch.tensor([collapsed[:i] + [pad] * nt + collapsed[i + 1:]])
+    kw = dict(pixel_values=torch.from_numpy(pv), image_grid_thw=torch.tensor([grid]),
+              mm_token_type_ids=(ids == pad).to(torch.int32))
+    toks, margin = [], float("inf")
+    with torch.no_grad():
+        model.model.rope_deltas = None
+        cache = mf.new_cache(model)
+        cur = model(input_ids=ids, past_key_values=cache, use_cache=True, **kw).logits[0, -1]
+        for s in range(12):
+            toks.append(int(torch.argmax(cur)))
+            top2 = torch.topk(cur, 2).values
+            margin = min(margin, float(top2[0] - top2[1]))
+            cur = model(input_ids=torch.tensor([[toks[-1]]]), past_key_values=cache, use_cache=True).logits[0, -1]
+    if margin < mf.MIN_MARGIN:
+        raise SystemExit("talker prompt: greedy margin too small")
+    T["talker.prompt_ids"] = np.asarray(collapsed, dtype=np.int32)
+    T["talker.greedy"] = np.asarray(toks, dtype=np.int32)
+    print(f"talker image prompt: {len(collapsed)} tokens (+{nt - 1} image), greedy {toks}, min margin {margin:.3g}", flush=True)
 
 
 def main():
