@@ -100,7 +100,7 @@ static void bias_gelu_erf_row(const rows_job *j, int r) {
     }
 }
 
-/* x = x + a_row + b (a: [rows][n] added row by row, b: bias [n]): the residual add after a projection */
+/* x += y + a (y: [rows][ldy] a projection's output, a: its bias [n]): the residual add */
 static void residual_row(const rows_job *j, int r) {
     float *x = j->x + (size_t)r * j->ld;
     const float *y = j->y + (size_t)r * j->ldy;
