@@ -130,7 +130,7 @@ int cmd_chat(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
-    if (tty) fprintf(stderr, "q35 chat: type a message; /reset, /system TEXT, /think on|off, /quit. Ctrl-C stops an answer.\n");
+    if (tty) fprintf(stderr, "q35 chat: type a message; /reset, /system TEXT, /think on|off, /image PATH, /quit. Ctrl-C stops an answer.\n");
     rc = 0;
     for (;;) {
         if (tty) {

@@ -10,7 +10,7 @@
 int cli_images_add(cli_images *ci, q35_model *m, const char *dir, const cli_gen *g, const char *path) {
     q35_vision_info vi;
     if (!q35_model_has_vision(m, &vi)) {
-        cli_error("--image %s: this model has no vision tower (config.json without vision_config, or no model.visual.* tensors)", path);
+        cli_error("image %s: this model has no vision tower (config.json without vision_config, or no model.visual.* tensors)", path);
         return 1;
     }
     q35_status st;
