@@ -115,7 +115,7 @@ static void test_decode_matches_reference(void) {
         q35_image_free(img);
         n++;
     }
-    CHECK(n >= 30, "only %d decode cases", n);
+    CHECK(n >= 24, "only %d decode cases", n);
 }
 
 /* 16-bit grayscale keeps the high byte (PIL clips to 255 instead; see make_image_fixtures.py). */
@@ -290,7 +290,7 @@ static void test_limits(void) {
     q35_image_proc *p = NULL;
     CHECK(q35_image_proc_load(NULL, &p) == Q35_OK && p, " ");
     if (!p) return;
-    q35_image *img = load("real_700x500.jpg");
+    q35_image *img = load("real_520x360.jpg");
     CHECK(img, " ");
     if (!img) {
         q35_image_proc_free(p);
@@ -315,9 +315,9 @@ static void test_limits(void) {
         CHECK(st == Q35_OK && px.n_tokens <= caps[i] && px.n_tokens >= 1, "cap %d: %d tokens", caps[i], px.n_tokens);
         if (caps[i] >= 50 && st == Q35_OK) {
             double ar = (double)px.grid_w / px.grid_h;
-            CHECK(fabs(ar - 700.0 / 500.0) < 0.25, "cap %d: grid %dx%d", caps[i], px.grid_w, px.grid_h);
+            CHECK(fabs(ar - 520.0 / 360.0) < 0.25, "cap %d: grid %dx%d", caps[i], px.grid_w, px.grid_h);
         }
-        if (caps[i] == 100000) CHECK(px.n_tokens == 352, "%d", px.n_tokens); /* unbounded: 704x512 */
+        if (caps[i] == 100000) CHECK(px.n_tokens == 176, "%d", px.n_tokens); /* unbounded: 512x352 */
         q35_pixels_free(&px);
     }
     q35_image_free(img);
