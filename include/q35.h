@@ -167,6 +167,69 @@ void q35_sampler_accept(q35_sampler *s, int32_t id);
 /* Pick the next token from logits[n_vocab] (logits are modified in place). */
 int32_t q35_sampler_sample(q35_sampler *s, float *logits);
 
+/* ---------------------------------------------------------------- images */
+typedef struct q35_image q35_image;            /* a decoded 8-bit RGB image */
+q35_status q35_image_load(const char *path, q35_image **out);
+q35_status q35_image_decode(const void *data, size_t len, const char *name /* for messages */, q35_image **out);
+void q35_image_free(q35_image *img);
+int q35_image_width(const q35_image *img);
+int q35_image_height(const q35_image *img);
+/* The pixels, [height][width][3] RGB bytes (alpha already composited over white, EXIF orientation applied). */
+const unsigned char *q35_image_rgb(const q35_image *img);
+typedef struct q35_image_proc q35_image_proc;  /* preprocessor_config.json of a checkpoint */
+/* dir: a checkpoint directory (reads preprocessor_config.json when present; the spec's defaults otherwise), or NULL */
+q35_status q35_image_proc_load(const char *dir, q35_image_proc **out);
+void q35_image_proc_free(q35_image_proc *p);
+/* fixed_w/fixed_h > 0: resize to exactly that size (multiples of patch*merge); max_tokens > 0: at most that many LLM tokens per image */
+q35_status q35_image_proc_set_limits(q35_image_proc *p, int fixed_w, int fixed_h, int max_tokens);
+typedef struct q35_pixels {
+    int grid_t, grid_h, grid_w;  /* patches along time, rows, columns */
+    int patch_dim;               /* 3 * temporal_patch_size * patch_size^2 (1536) */
+    int n_tokens;                /* LLM tokens: grid_t*grid_h*grid_w / merge_size^2 */
+    float *data;                 /* [grid_t*grid_h*grid_w][patch_dim], malloc'd */
+} q35_pixels;
+q35_status q35_image_preprocess(const q35_image_proc *p, const q35_image *img, q35_pixels *out);
+void q35_pixels_free(q35_pixels *px);
+
+/* ---------------------------------------------------------------- vision tower: images in prompts */
+/* Multimodal checkpoints (Qwen3_5ForConditionalGeneration with model.visual.* tensors) turn an
+ * image's pixel_values (from the image preprocessor) into embeddings that take the place of the
+ * prompt's <|image_pad|> tokens (spec §5). */
+typedef struct q35_vision_info {
+    int patch_size, temporal_patch_size, merge_size; /* 16, 2, 2 */
+    int patch_dim;          /* values per pixel_values row: channels * temporal_patch_size * patch_size^2 */
+    int hidden;             /* width of the embeddings (= the text hidden size) */
+    int32_t image_token_id, vision_start_token_id, vision_end_token_id; /* from config.json */
+} q35_vision_info;
+/* 1 when the model has a vision tower (and fills info when not NULL), else 0. */
+int q35_model_has_vision(const q35_model *m, q35_vision_info *info);
+
+/* Encode one image's pixel_values [grid_t*grid_h*grid_w][patch_dim] (rows in the processor's patch
+ * order) into embeds [n_tokens][hidden], n_tokens = grid_t*grid_h*grid_w / merge_size^2. Runs on the
+ * thread pool; allocates its scratch for the call. */
+q35_status q35_vision_encode(q35_model *m, const float *pixel_values, int grid_t, int grid_h, int grid_w, float *embeds);
+
+typedef struct q35_image_embeds {
+    const float *embeds;    /* [n_tokens][hidden] from q35_vision_encode */
+    int n_tokens;
+    int grid_t, grid_h, grid_w; /* the patch grid it was encoded from (gives its M-RoPE positions) */
+} q35_image_embeds;
+
+/* Like q35_session_eval for a prompt holding images: each maximal run of image_token_id takes the
+ * next image's embeddings (one run of exactly n_tokens per image, in order) and the image's M-RoPE
+ * positions (spec §5.7); text after an image, and every later token of the session (q35_session_eval,
+ * q35_session_eval_argmax), is placed by the rope delta the images leave. Errors leave the session
+ * unchanged: images for a model without a vision tower, runs that do not match the images, a batch
+ * that does not fit the context. */
+q35_status q35_session_eval_mm(q35_session *s, const int32_t *tokens, int n, const q35_image_embeds *images, int n_images, float *logits,
+                               float *all_logits);
+
+/* Replace the i-th image_token_id of tokens (a rendered, tokenized prompt holds one <|image_pad|>
+ * per image) by n_tokens[i] copies. *out is malloc'd (free() it); fails when the count of image
+ * tokens is not n_images. */
+q35_status q35_expand_image_tokens(const q35_model *m, const int32_t *tokens, int n, const int *n_tokens, int n_images, int32_t **out,
+                                   int *n_out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -26,6 +26,7 @@ static void help(FILE *f) {
             "  /reset          forget the conversation\n"
             "  /system TEXT    set the system message (and reset)\n"
             "  /think on|off   thinking mode for the next answers\n"
+            "  /image PATH     attach a JPEG or PNG to the next message (repeatable)\n"
             "  /quit           leave (so does end of input)\n"
             "Ctrl-C stops the current answer and keeps the program.\n\n"
             "  -m, --model DIR       checkpoint directory\n"
@@ -39,6 +40,32 @@ static void add_message(cJSON *msgs, const char *role, const char *content) {
     cJSON_AddStringToObject(m, "role", role);
     cJSON_AddStringToObject(m, "content", content);
     cJSON_AddItemToArray(msgs, m);
+}
+
+/* A user message whose content is n_images image parts, then the text. */
+static void add_user(cJSON *msgs, const char *text, int n_images) {
+    if (n_images == 0) {
+        add_message(msgs, "user", text);
+        return;
+    }
+    cJSON *m = cJSON_CreateObject(), *parts = cJSON_CreateArray();
+    cJSON_AddStringToObject(m, "role", "user");
+    for (int i = 0; i < n_images; i++) {
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "type", "image");
+        cJSON_AddItemToArray(parts, p);
+    }
+    cJSON *t = cJSON_CreateObject();
+    cJSON_AddStringToObject(t, "type", "text");
+    cJSON_AddStringToObject(t, "text", text);
+    cJSON_AddItemToArray(parts, t);
+    cJSON_AddItemToObject(m, "content", parts);
+    cJSON_AddItemToArray(msgs, m);
+}
+
+/* Forget the last n images of the conversation (attached to a message that was not kept). */
+static void drop_images(cli_images *ci, int n) {
+    for (; n > 0 && ci->n > 0; n--) free((void *)ci->im[--ci->n].embeds);
 }
 
 int cmd_chat(int argc, char **argv) {
@@ -88,6 +115,8 @@ int cmd_chat(int argc, char **argv) {
     size_t n_hist = 0;
     char *line = NULL;
     size_t line_cap = 0;
+    cli_images images = {0}; /* every image of the conversation, in order; the last `pending` go with the next message */
+    int pending = 0;
     q35_status st;
     if ((st = q35_tokenizer_load(dir, &tok))) { rc = cli_fail("", st); goto done; }
     if ((st = cli_load_model(model_path, &g.load, &model))) { rc = cli_fail("", st); goto done; }
@@ -102,7 +131,7 @@ int cmd_chat(int argc, char **argv) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
-    if (tty) fprintf(stderr, "q35 chat: type a message; /reset, /system TEXT, /think on|off, /quit. Ctrl-C stops an answer.\n");
+    if (tty) fprintf(stderr, "q35 chat: type a message; /reset, /system TEXT, /think on|off, /image PATH, /quit. Ctrl-C stops an answer.\n");
     rc = 0;
     for (;;) {
         if (tty) {
@@ -121,6 +150,8 @@ int cmd_chat(int argc, char **argv) {
         if (!strcmp(line, "/reset")) {
             cJSON_Delete(msgs);
             msgs = cJSON_CreateArray();
+            cli_images_clear(&images);
+            pending = 0;
             fprintf(stderr, "(conversation reset)\n");
             continue;
         }
@@ -129,6 +160,8 @@ int cmd_chat(int argc, char **argv) {
             system = line[7] ? strdup(line + 8) : NULL;
             cJSON_Delete(msgs);
             msgs = cJSON_CreateArray();
+            cli_images_clear(&images);
+            pending = 0;
             fprintf(stderr, "(system message %s; conversation reset)\n", system ? "set" : "cleared");
             continue;
         }
@@ -139,15 +172,26 @@ int cmd_chat(int argc, char **argv) {
             fprintf(stderr, "(thinking %s)\n", g.think ? "on" : "off");
             continue;
         }
+        if (!strncmp(line, "/image", 6) && (line[6] == ' ' || line[6] == 0)) {
+            const char *path = line + 6;
+            while (*path == ' ') path++;
+            if (!*path) {
+                fprintf(stderr, "(use /image PATH)\n");
+            } else if (cli_images_add(&images, model, dir, &g, path) == 0) {
+                pending++;
+                fprintf(stderr, "(image %s attached to the next message: %d tokens)\n", path, images.im[images.n - 1].n_tokens);
+            }
+            continue;
+        }
         if (line[0] == '/' && line[1] != '/' && strchr(line, ' ') == NULL && strlen(line) < 16) {
-            fprintf(stderr, "(unknown command %s; commands: /reset /system /think /quit)\n", line);
+            fprintf(stderr, "(unknown command %s; commands: /reset /system /think /image /quit)\n", line);
             continue;
         }
         /* Render the conversation with the new user message. */
         cJSON *turn = cJSON_Duplicate(msgs, 1);
         if (system && cJSON_GetArraySize(turn) == 0) add_message(turn, "system", system);
         if (system && cJSON_GetArraySize(msgs) == 0) add_message(msgs, "system", system);
-        add_message(turn, "user", line);
+        add_user(turn, line, pending);
         char *json = cJSON_PrintUnformatted(turn);
         cJSON_Delete(turn);
         q35_chat_opts o = {1, g.think, 0, default_think};
@@ -158,18 +202,26 @@ int cmd_chat(int argc, char **argv) {
         free(json);
         if (!st) st = q35_tokenize(tok, text, strlen(text), 1, &ids, &n_ids);
         free(text);
-        if (st) {
-            cli_fail("chat", st);
+        if (st || cli_images_expand(&images, model, &ids, &n_ids)) {
+            if (st) cli_fail("chat", st);
             free(ids);
+            drop_images(&images, pending);
+            pending = 0;
             continue;
         }
         /* Reuse the session when it holds a prefix of the new prompt. */
         size_t common = 0;
         while (common < n_hist && common < n_ids && hist[common] == ids[common]) common++;
+        q35_vision_info vi;
+        const int32_t img = q35_model_has_vision(model, &vi) ? vi.image_token_id : -1;
+        if (common > 0 && common < n_ids && ids[common] == img && ids[common - 1] == img) common = 0; /* never split an image */
         if (common < n_hist || common == n_ids) {
             q35_session_reset(s);
             n_hist = common = 0;
         }
+        int held = 0; /* images whose runs the session already holds */
+        for (size_t t = 0; t < common; t++) held += ids[t] == img && (t == 0 || ids[t - 1] != img);
+        g.images = images.im + held, g.n_images = images.n - held;
         const int before = q35_session_pos(s);
         int r = cli_generate(s, tok, &g, &stops, ids + common, n_ids - common, stdout, &stop_answer, &gen, &n_gen, !quiet);
         putchar('\n');
@@ -178,6 +230,8 @@ int cmd_chat(int argc, char **argv) {
             /* Nothing usable was kept: start the next turn from scratch. */
             q35_session_reset(s);
             n_hist = 0;
+            drop_images(&images, pending);
+            pending = 0;
             free(ids);
             free(gen);
             if (q35_session_ctx(s) <= (int)n_ids) {
@@ -203,14 +257,18 @@ int cmd_chat(int argc, char **argv) {
         if (keep && cli_is_stop(&stops, gen[keep - 1])) keep--;
         char *answer = NULL;
         if (q35_detokenize(tok, gen, keep, &answer) == Q35_OK) {
-            add_message(msgs, "user", line);
+            add_user(msgs, line, pending);
             add_message(msgs, "assistant", answer);
+        } else {
+            drop_images(&images, pending);
         }
+        pending = 0;
         free(answer);
         free(ids);
         free(gen);
     }
 done:
+    cli_images_free(&images);
     free(line);
     free(hist);
     free(system);

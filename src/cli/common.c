@@ -175,6 +175,8 @@ void cli_gen_help(FILE *f) {
             "  -t, --threads N       threads (default: all cores)\n"
             "  --weights W           native (as stored), bf16, q8 or q4: convert the matrices at load\n"
             "  --mmap                map the weight files (default: read them into memory)\n"
+            "  --image-size WxH      images resized to exactly W x H (multiples of 32; 1024x576 = 576 tokens)\n"
+            "  --max-image-tokens N  at most N tokens per image (scaled down to fit)\n"
             "  --think | --no-think  thinking mode on / off (default: the chat template's; off for 0.8B/2B)\n");
 }
 
@@ -214,6 +216,18 @@ int cli_gen_option(cli_gen *g, int argc, char **argv, int *i) {
         g->load.weights = TAKE();
     } else if (!strcmp(a, "--mmap")) {
         g->load.load = 0;
+    } else if (!strcmp(a, "--image-size")) {
+        const char *v = TAKE();
+        char *x = NULL, *end = NULL;
+        long w = v ? strtol(v, &x, 10) : 0, h = x && (*x == 'x' || *x == 'X') ? strtol(x + 1, &end, 10) : 0;
+        if (!v || !end || *end || w < 32 || h < 32 || w > 16384 || h > 16384) {
+            cli_error("--image-size needs WxH (e.g. 1024x576), each side 32 .. 16384, not '%s'", v ? v : "");
+            return -1;
+        }
+        g->image_w = (int)w, g->image_h = (int)h;
+    } else if (!strcmp(a, "--max-image-tokens")) {
+        if (cli_parse_long(TAKE(), a, 1, 1 << 20, &l)) return -1;
+        g->max_image_tokens = (int)l;
     } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
         if (cli_parse_long(TAKE(), a, 0, 1024, &l)) return -1;
         q35_set_threads((int)l);
@@ -259,8 +273,13 @@ int cli_generate(q35_session *s, const q35_tokenizer *tok, const cli_gen *g, con
     /* Plain greedy needs no logits: the bounded LM-head scan finds the same token (q35.h). */
     const int fast = g->sp.temperature <= 0 && g->sp.presence_penalty == 0 && g->sp.repetition_penalty == 1 && !g->dump_logits;
     int32_t fast_next = 0;
-    q35_status st = fast ? q35_session_eval_argmax(s, prompt, (int)n_prompt, &fast_next, NULL)
-                         : q35_session_eval(s, prompt, (int)n_prompt, logits, NULL);
+    q35_status st;
+    if (g->n_images > 0) { /* a prompt with images: their embeddings and positions (the logits are needed either way) */
+        st = q35_session_eval_mm(s, prompt, (int)n_prompt, g->images, g->n_images, logits, NULL);
+        for (int i = 1; !st && fast && i < V; i++) fast_next = logits[i] > logits[fast_next] ? i : fast_next;
+    } else {
+        st = fast ? q35_session_eval_argmax(s, prompt, (int)n_prompt, &fast_next, NULL) : q35_session_eval(s, prompt, (int)n_prompt, logits, NULL);
+    }
     double t1 = now_s(), t2 = t1;
     int produced = 0;
     if (st) {

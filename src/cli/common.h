@@ -35,6 +35,10 @@ typedef struct cli_gen {
     int print_ids;
     FILE *dump_logits;
     q35_load_opts load;   /* --weights, --mmap */
+    int image_w, image_h; /* --image-size WxH (0: the preprocessor's own sizing) */
+    int max_image_tokens; /* --max-image-tokens N (0: no bound beyond the preprocessor's) */
+    const q35_image_embeds *images; /* the images whose <|image_pad|> runs the prompt given to cli_generate holds */
+    int n_images;
 } cli_gen;
 
 /* Parse one sampling / context option at argv[*i] (advancing *i past its value). Returns 1 if it
@@ -48,4 +52,17 @@ void cli_gen_defaults(cli_gen *g, const char *dir);
  * ids are appended to *gen (malloc'd) when gen is not NULL. */
 int cli_generate(q35_session *s, const q35_tokenizer *tok, const cli_gen *g, const cli_stops *stops, const int32_t *prompt,
                  size_t n_prompt, FILE *out, volatile int *interrupt, int32_t **gen, size_t *n_gen, int verbose);
+/* Images for generate / chat (src/cli/images.c): each loaded, preprocessed (with cli_gen's image
+ * options and DIR's preprocessor_config.json) and encoded once. */
+typedef struct cli_images {
+    q35_image_embeds *im; /* [n] embeddings owned here */
+    int n, cap;
+    q35_image_proc *proc; /* made on the first image */
+} cli_images;
+/* Append the image at path; on failure prints the error and returns non-zero (ci unchanged). */
+int cli_images_add(cli_images *ci, q35_model *m, const char *dir, const cli_gen *g, const char *path);
+void cli_images_clear(cli_images *ci); /* forget the images, keep the preprocessor */
+void cli_images_free(cli_images *ci);
+/* Expand each <|image_pad|> of *ids (one per image, in order) to its image's tokens. */
+int cli_images_expand(const cli_images *ci, const q35_model *m, int32_t **ids, size_t *n_ids);
 #endif

@@ -16,14 +16,17 @@ static void help(FILE *f) {
             "  -s, --system TEXT     a system message\n"
             "  --raw                 tokenize TEXT as it is, no chat template\n"
             "  --prompt-ids IDS      token ids (comma-separated) instead of -p\n"
+            "  --image PATH          a JPEG or PNG the question is about (repeatable; placed before the\n"
+            "                        text of the user message; with --raw or --prompt-ids the prompt holds\n"
+            "                        one <|image_pad|> per image)\n"
             "  --print-ids           print generated token ids instead of text\n"
             "  --dump-logits FILE    write the float32 logits of every generated step ([steps][vocab])\n"
             "  -q, --quiet           no speed report on stderr\n");
     cli_gen_help(f);
 }
 
-/* Render [{system}, {user}] through the chat template. */
-static int render_prompt(const char *dir, const char *system, const char *user, int think, char **out) {
+/* Render [{system}, {user}] through the chat template; n_images image parts come before the text. */
+static int render_prompt(const char *dir, const char *system, const char *user, int n_images, int think, char **out) {
     cJSON *msgs = cJSON_CreateArray();
     if (system) {
         cJSON *m = cJSON_CreateObject();
@@ -33,7 +36,20 @@ static int render_prompt(const char *dir, const char *system, const char *user, 
     }
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "role", "user");
-    cJSON_AddStringToObject(m, "content", user);
+    if (n_images > 0) {
+        cJSON *parts = cJSON_AddArrayToObject(m, "content");
+        for (int i = 0; i < n_images; i++) {
+            cJSON *p = cJSON_CreateObject();
+            cJSON_AddStringToObject(p, "type", "image");
+            cJSON_AddItemToArray(parts, p);
+        }
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "type", "text");
+        cJSON_AddStringToObject(t, "text", user);
+        cJSON_AddItemToArray(parts, t);
+    } else {
+        cJSON_AddStringToObject(m, "content", user);
+    }
     cJSON_AddItemToArray(msgs, m);
     char *json = cJSON_PrintUnformatted(msgs);
     cJSON_Delete(msgs);
@@ -47,6 +63,8 @@ static int render_prompt(const char *dir, const char *system, const char *user, 
 int cmd_generate(int argc, char **argv) {
     const char *dir = NULL, *prompt = NULL, *system = NULL, *ids_arg = NULL, *dump = NULL;
     int raw = 0, quiet = 0;
+    const char *image_paths[64];
+    int n_image_paths = 0;
     for (int i = 1; i < argc; i++)
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) dir = argv[i + 1];
     char side_buf[4096];
@@ -74,6 +92,12 @@ int cmd_generate(int argc, char **argv) {
             system = argv[++i];
         } else if (i + 1 < argc && !strcmp(a, "--prompt-ids")) {
             ids_arg = argv[++i];
+        } else if (i + 1 < argc && !strcmp(a, "--image")) {
+            if (n_image_paths == 64) {
+                cli_error("generate: at most 64 --image");
+                return 2;
+            }
+            image_paths[n_image_paths++] = argv[++i];
         } else if (i + 1 < argc && !strcmp(a, "--dump-logits")) {
             dump = argv[++i];
         } else {
@@ -94,6 +118,7 @@ int cmd_generate(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n_ids = 0;
     char *text = NULL;
+    cli_images images = {0};
     q35_status st;
     if (prompt || !g.print_ids) {
         if ((st = q35_tokenizer_load(dir, &tok))) { rc = cli_fail("", st); goto done; }
@@ -103,7 +128,7 @@ int cmd_generate(int argc, char **argv) {
     } else {
         if (raw) {
             text = strdup(prompt);
-        } else if (render_prompt(dir, system, prompt, g.think, &text)) {
+        } else if (render_prompt(dir, system, prompt, n_image_paths, g.think, &text)) {
             goto done;
         }
         if ((st = q35_tokenize(tok, text, strlen(text), 1, &ids, &n_ids))) { rc = cli_fail("tokenizing the prompt", st); goto done; }
@@ -119,6 +144,10 @@ int cmd_generate(int argc, char **argv) {
         cli_error("--ctx %d is more than the model's maximum of %d tokens", g.n_ctx, info.max_ctx);
         goto done;
     }
+    for (int i = 0; i < n_image_paths; i++)
+        if (cli_images_add(&images, model, dir, &g, image_paths[i])) goto done;
+    if (cli_images_expand(&images, model, &ids, &n_ids)) goto done;
+    g.images = images.im, g.n_images = images.n;
     if ((st = q35_session_new(model, g.n_ctx, &s))) { rc = cli_fail("", st); goto done; }
     if (dump && !(g.dump_logits = fopen(dump, "wb"))) {
         cli_error("--dump-logits: cannot create %s", dump);
@@ -135,6 +164,7 @@ done:
     }
     free(text);
     free(ids);
+    cli_images_free(&images);
     q35_session_free(s);
     q35_model_free(model);
     q35_tokenizer_free(tok);

@@ -143,8 +143,57 @@ static q35_status parse_text_config(const cJSON *tc, const char *what, q35_confi
     return Q35_OK;
 }
 
+/* vision_config (spec §1.1, §5.2). Checked against transformers 5.23 configuration_qwen3_5.py:
+ * Qwen3_5VisionConfig defaults are depth 27, hidden 1152, ... (the Qwen3-VL ones), so every size
+ * the tower needs is required here rather than defaulted; the real checkpoints write them all. */
+static q35_status parse_vision_config(const cJSON *vc, const char *what, q35_vision_config *v) {
+    q35_status st;
+    if ((st = read_int(vc, "depth", what, 1, 1024, &v->depth))) return st;
+    if ((st = read_int(vc, "hidden_size", what, 1, 1 << 16, &v->hidden))) return st;
+    if ((st = read_int(vc, "num_heads", what, 1, 1024, &v->n_heads))) return st;
+    if ((st = read_int(vc, "intermediate_size", what, 1, 1 << 20, &v->intermediate))) return st;
+    if ((st = read_int(vc, "out_hidden_size", what, 1, 1 << 16, &v->out_hidden))) return st;
+    if ((st = read_int(vc, "num_position_embeddings", what, 1, 1 << 24, &v->n_pos))) return st;
+    v->in_channels = 3, v->patch = 16, v->temporal_patch = 2, v->merge = 2;
+    if ((st = read_int_opt(vc, "in_channels", what, 1, 16, &v->in_channels))) return st;
+    if ((st = read_int_opt(vc, "patch_size", what, 1, 1024, &v->patch))) return st;
+    if ((st = read_int_opt(vc, "temporal_patch_size", what, 1, 64, &v->temporal_patch))) return st;
+    if ((st = read_int_opt(vc, "spatial_merge_size", what, 1, 64, &v->merge))) return st;
+    if (v->hidden % v->n_heads || (v->hidden / v->n_heads) % 4)
+        return q35_fail(Q35_ERR_FORMAT, "%s: hidden_size (%d) / num_heads (%d) must be a whole multiple of 4 (the 2-D rotary splits it)", what,
+                        v->hidden, v->n_heads);
+    v->pos_side = (int)lround(sqrt((double)v->n_pos));
+    if (v->pos_side * v->pos_side != v->n_pos)
+        return q35_fail(Q35_ERR_FORMAT, "%s: num_position_embeddings (%d) must be a square (the learned table is side x side)", what, v->n_pos);
+    const char *act = NULL;
+    if ((st = q35_json_str_opt(vc, "hidden_act", what, &act))) return st;
+    v->act_exact = 0;
+    if (act && strcmp(act, "gelu_pytorch_tanh") != 0) {
+        if (strcmp(act, "gelu") != 0)
+            return q35_fail(Q35_ERR_UNSUPPORTED, "%s: hidden_act '%s' is not supported (expected gelu_pytorch_tanh)", what, act);
+        v->act_exact = 1;
+    }
+    const cJSON *ds = cJSON_GetObjectItemCaseSensitive(vc, "deepstack_visual_indexes");
+    if (ds && !(cJSON_IsArray(ds) && cJSON_GetArraySize(ds) == 0))
+        return q35_fail(Q35_ERR_UNSUPPORTED, "%s: deepstack_visual_indexes must be empty (Qwen3.5 has no deepstack features)", what);
+    v->rope_theta = 10000.0;
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(vc, "rope_parameters");
+    if (rp && cJSON_IsObject(rp)) {
+        char rwhat[700];
+        snprintf(rwhat, sizeof rwhat, "%s: rope_parameters", what);
+        if ((st = q35_json_num_opt(rp, "rope_theta", rwhat, &v->rope_theta))) return st;
+        const char *rt = NULL;
+        if ((st = q35_json_str_opt(rp, "rope_type", rwhat, &rt))) return st;
+        if (rt && strcmp(rt, "axial") != 0 && strcmp(rt, "default") != 0)
+            return q35_fail(Q35_ERR_UNSUPPORTED, "%s: rope_type '%s' is not supported (expected axial)", rwhat, rt);
+    }
+    if (!(v->rope_theta > 0)) return q35_fail(Q35_ERR_FORMAT, "%s: rope_theta must be positive", what);
+    return Q35_OK;
+}
+
 q35_status q35_config_parse(const char *text, size_t len, const char *what, q35_config *c) {
     memset(c, 0, sizeof *c);
+    c->image_token_id = c->vision_start_token_id = c->vision_end_token_id = -1;
     cJSON *root;
     q35_status st = q35_json_parse(text, len, what, &root);
     if (st) return st;
@@ -184,6 +233,19 @@ q35_status q35_config_parse(const char *text, size_t len, const char *what, q35_
         if (!st && top_tie >= 0 && !cJSON_GetObjectItemCaseSensitive(tc, "tie_word_embeddings")) c->tie_embeddings = top_tie;
         const cJSON *vc = cJSON_GetObjectItemCaseSensitive(root, "vision_config");
         c->has_vision_config = vc && cJSON_IsObject(vc);
+        if (!st && c->has_vision_config) {
+            char vwhat[600];
+            snprintf(vwhat, sizeof vwhat, "%s: vision_config", what);
+            st = parse_vision_config(vc, vwhat, &c->vision);
+            if (!st && c->vision.out_hidden != c->hidden)
+                st = q35_fail(Q35_ERR_FORMAT, "%s: out_hidden_size (%d) must equal text_config.hidden_size (%d)", vwhat, c->vision.out_hidden,
+                              c->hidden);
+            /* Defaults of transformers' Qwen3_5Config (the ids of the real tokenizer). */
+            c->image_token_id = 248056, c->vision_start_token_id = 248053, c->vision_end_token_id = 248054;
+            if (!st) st = read_int_opt(root, "image_token_id", what, 0, 1 << 30, &c->image_token_id);
+            if (!st) st = read_int_opt(root, "vision_start_token_id", what, 0, 1 << 30, &c->vision_start_token_id);
+            if (!st) st = read_int_opt(root, "vision_end_token_id", what, 0, 1 << 30, &c->vision_end_token_id);
+        }
         if (!st && c->n_eos == 0) {
             const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
             if (cJSON_IsNumber(eos)) c->eos_ids[c->n_eos++] = (int)eos->valuedouble;

@@ -7,10 +7,31 @@
 #define Q35_MAX_LAYERS 256
 #define Q35_MAX_EOS 8
 
+/* The vision tower (vision_config of the multimodal wrapper; spec §5.2). */
+typedef struct q35_vision_config {
+    int depth;                   /* transformer blocks */
+    int hidden;                  /* D */
+    int n_heads;                 /* head_dim = D / n_heads */
+    int intermediate;            /* I, MLP width */
+    int in_channels;             /* 3 */
+    int patch;                   /* patch_size (16) */
+    int temporal_patch;          /* temporal_patch_size (2) */
+    int merge;                   /* spatial_merge_size (2) */
+    int n_pos;                   /* num_position_embeddings: a side x side learned table */
+    int pos_side;                /* sqrt(n_pos) */
+    int out_hidden;              /* out_hidden_size: the merger's output width (= the text hidden size) */
+    double rope_theta;           /* rope_parameters.rope_theta of the 2-D rotary (10000) */
+    int act_exact;               /* block MLP activation: 0 gelu_pytorch_tanh (the checkpoints), 1 exact-erf gelu */
+} q35_vision_config;
+
+static inline int q35_vision_patch_dim(const q35_vision_config *v) { return v->in_channels * v->temporal_patch * v->patch * v->patch; }
+
 typedef struct q35_config {
     char arch[64];               /* architectures[0] */
     int is_wrapper;              /* 1: Qwen3_5ForConditionalGeneration (text_config + vision_config) */
     int has_vision_config;
+    q35_vision_config vision;    /* valid when has_vision_config */
+    int image_token_id, vision_start_token_id, vision_end_token_id; /* -1 when the config has no vision_config */
     int hidden;                  /* H */
     int n_layers;
     int intermediate;            /* F, SwiGLU width */

@@ -133,6 +133,18 @@ q35_status q35_model_bind(struct q35_model *m, const char *what) {
         hb.prefix = "";
         if ((st = matrix(&hb, "lm_head.weight", c->vocab, c->hidden, &m->lm_head))) return st;
     }
+    /* The vision tower, when the config has one and the files hold it (a text-only extract of a
+     * multimodal checkpoint keeps its vision_config but drops model.visual.*: text works, images are
+     * refused). A tower that is present must be complete. */
+    if (c->has_vision_config) {
+        if (q35_st_find(&m->st, "model.visual.patch_embed.proj.weight")) {
+            if ((st = q35_vision_bind(&m->st, "model.visual.", &c->vision, what, &m->vision))) return st;
+            m->has_vision = 1;
+        } else {
+            q35_log(Q35_LOG_INFO, "%s: config.json has a vision_config but the files hold no model.visual.* tensors; images are not available",
+                    what);
+        }
+    }
     return Q35_OK;
 }
 
@@ -204,6 +216,7 @@ void q35_model_free(q35_model *m) {
     free(m->owned);
     free(m->small);
     free(m->layers);
+    q35_vision_weights_free(&m->vision);
     free(m->dir);
     free(m);
 }

@@ -43,6 +43,39 @@ typedef struct q35_layer_weights {
     q35_tensor mlp_down;              /* [H, F] */
 } q35_layer_weights;
 
+typedef struct q35_vision_block {     /* one ViT block (spec §5.2); LayerNorm eps 1e-6 */
+    float *norm1_w, *norm1_b;         /* [D] */
+    float *norm2_w, *norm2_b;         /* [D] */
+    q35_tensor qkv;                   /* [3D, D] rows: q | k | v, each head contiguous */
+    float *qkv_b;                     /* [3D] */
+    q35_tensor proj;                  /* [D, D] */
+    float *proj_b;                    /* [D] */
+    q35_tensor fc1;                   /* [I, D] */
+    float *fc1_b;                     /* [I] */
+    q35_tensor fc2;                   /* [D, I] */
+    float *fc2_b;                     /* [D] */
+} q35_vision_block;
+
+typedef struct q35_vision_weights {   /* model.visual.* (spec §2.3) */
+    q35_tensor patch;                 /* [D, P] the Conv3d kernel [D][C][Tp][p][p] viewed as a matrix, P = C*Tp*p*p */
+    float *patch_b;                   /* [D] */
+    float *pos;                       /* [side*side][D] learned position table, float32 */
+    q35_vision_block *blocks;         /* [depth] */
+    float *merge_norm_w, *merge_norm_b; /* [D] LayerNorm before the 2x2 merge */
+    q35_tensor fc1;                   /* [4D, 4D] */
+    float *fc1_b;                     /* [4D] */
+    q35_tensor fc2;                   /* [O, 4D] */
+    float *fc2_b;                     /* [O] */
+    float *small;                     /* one allocation holding every float array above */
+    size_t weight_bytes;              /* bytes of the bound tensors as stored */
+} q35_vision_weights;
+
+/* Bind the tower stored under prefix ("model.visual.") in st to w, shapes checked against vc;
+ * what names the source in errors. Float arrays are copied to w->small (free with
+ * q35_vision_weights_free); matrices point into st. src/model/vision_weights.c */
+q35_status q35_vision_bind(const q35_st_index *st, const char *prefix, const q35_vision_config *vc, const char *what, q35_vision_weights *w);
+void q35_vision_weights_free(q35_vision_weights *w);
+
 struct q35_model {
     q35_config cfg;
     q35_st_index st;                  /* the mapped safetensors files */
@@ -58,6 +91,8 @@ struct q35_model {
     int head_approx_failed;           /* 1: the head cannot have one (dtype); greedy falls back to full logits */
     void **owned;                     /* [n_owned] buffers of converted weights (quantize.c), freed with the model */
     int n_owned, cap_owned;
+    int has_vision;                   /* 1: the vision tower is bound (cfg.vision, vision) */
+    q35_vision_weights vision;
     struct q35_gguf_model *gguf;      /* the mapped GGUF file the tensors point into (model_gguf.c); NULL for safetensors */
     const q35_load_opts *load_opts;   /* during q35_model_load_ex only (its progress callback); NULL after */
 };

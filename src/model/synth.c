@@ -159,3 +159,52 @@ q35_status q35_synth_list(const q35_config *c, q35_synth_tensor **list, int *n) 
     *n = k;
     return Q35_OK;
 }
+
+static void vadd(q35_synth_tensor *l, int *n, const char *name, int ndim, const int64_t *shape) {
+    q35_synth_tensor *t = &l[(*n)++];
+    float center, scale;
+    snprintf(t->name, sizeof t->name, "model.visual.%s", name);
+    t->ndim = ndim;
+    for (int d = 0; d < ndim; d++) t->shape[d] = shape[d];
+    t->dtype = q35_synth_rule(t->name, t->ndim, t->shape, &center, &scale);
+}
+
+q35_status q35_synth_vision_list(const q35_vision_config *v, q35_synth_tensor **list, int *n) {
+    q35_synth_tensor *l = calloc((size_t)v->depth * 12 + 16, sizeof *l);
+    if (!l) return q35_fail(Q35_ERR_NOMEM, "out of memory");
+    const int64_t D = v->hidden, I = v->intermediate, M = (int64_t)v->merge * v->merge * D, O = v->out_hidden;
+    int k = 0;
+    char nm[128];
+    const int64_t conv[5] = {D, v->in_channels, v->temporal_patch, v->patch, v->patch};
+    vadd(l, &k, "patch_embed.proj.weight", 5, conv);
+    vadd(l, &k, "patch_embed.proj.bias", 1, &D);
+    const int64_t pos[2] = {v->n_pos, D};
+    vadd(l, &k, "pos_embed.weight", 2, pos);
+    for (int j = 0; j < v->depth; j++) {
+#define V1(s, a) (snprintf(nm, sizeof nm, "blocks.%d." s, j), vadd(l, &k, nm, 1, (const int64_t[]){a}))
+#define V2(s, a, b) (snprintf(nm, sizeof nm, "blocks.%d." s, j), vadd(l, &k, nm, 2, (const int64_t[]){a, b}))
+        V1("norm1.weight", D);
+        V1("norm1.bias", D);
+        V1("norm2.weight", D);
+        V1("norm2.bias", D);
+        V2("attn.qkv.weight", 3 * D, D);
+        V1("attn.qkv.bias", 3 * D);
+        V2("attn.proj.weight", D, D);
+        V1("attn.proj.bias", D);
+        V2("mlp.linear_fc1.weight", I, D);
+        V1("mlp.linear_fc1.bias", I);
+        V2("mlp.linear_fc2.weight", D, I);
+        V1("mlp.linear_fc2.bias", D);
+#undef V1
+#undef V2
+    }
+    vadd(l, &k, "merger.norm.weight", 1, &D);
+    vadd(l, &k, "merger.norm.bias", 1, &D);
+    vadd(l, &k, "merger.linear_fc1.weight", 2, (const int64_t[]){M, M});
+    vadd(l, &k, "merger.linear_fc1.bias", 1, &M);
+    vadd(l, &k, "merger.linear_fc2.weight", 2, (const int64_t[]){O, M});
+    vadd(l, &k, "merger.linear_fc2.bias", 1, &O);
+    *list = l;
+    *n = k;
+    return Q35_OK;
+}

@@ -28,6 +28,10 @@ struct q35_config;
  * "model.language_model." for the multimodal wrapper, "model." for a text-only config; lm_head.weight
  * when not tied). *list is malloc'd. */
 q35_status q35_synth_list(const struct q35_config *c, q35_synth_tensor **list, int *n);
+struct q35_vision_config;
+/* The vision tower's tensors (model.visual.*, spec §2.3) for a vision config, in the order
+ * transformers stores them. *list is malloc'd. */
+q35_status q35_synth_vision_list(const struct q35_vision_config *v, q35_synth_tensor **list, int *n);
 /* Write a safetensors file holding the tensors in list order (atomically: tmp file + rename). */
 q35_status q35_synth_write(const char *path, uint64_t seed, const q35_synth_tensor *list, int n);
 #endif

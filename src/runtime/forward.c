@@ -38,7 +38,9 @@ static void add_norm(q35_scratch *sc, const q35_config *c, const float *add, con
     q35_pool_run(pool, n >= 8 ? (T < n ? T : n) : 1, norm_task, &j);
 }
 
-static void forward_chunk(q35_session *s, const int32_t *tokens, int n, int start, int total) {
+/* emb [n] (or NULL): row t replaces token t's embedding when not NULL (image tokens); pos3 [n][3]
+ * (or NULL): the tokens' (T, H, W) M-RoPE positions; NULL: text, all three = index + rope delta. */
+static void forward_chunk(q35_session *s, const int32_t *tokens, int n, int start, int total, const float *const *emb, const int *pos3) {
     const q35_model *m = s->m;
     const q35_config *c = &m->cfg;
     q35_scratch *sc = &s->sc;
@@ -47,8 +49,10 @@ static void forward_chunk(q35_session *s, const int32_t *tokens, int n, int star
     const size_t rec_sz = (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim;
 
     for (int t = 0; t < n; t++) {
-        q35_tensor_row_f32(&m->embed, tokens[t], sc->x + (size_t)t * H);
-        for (int j = 0; j < 3; j++) sc->pos3[3 * t + j] = s->pos + t; /* text: T = H = W = position */
+        if (emb && emb[t]) memcpy(sc->x + (size_t)t * H, emb[t], sizeof(float) * (size_t)H);
+        else q35_tensor_row_f32(&m->embed, tokens[t], sc->x + (size_t)t * H);
+        for (int j = 0; j < 3; j++) /* text: T = H = W = index + rope delta (0 until an image moved it) */
+            sc->pos3[3 * t + j] = pos3 ? pos3[3 * t + j] : s->pos + t + s->rope_delta;
     }
 #define DEBUG_CAPTURE(l)                                                                                  \
     if (s->debug_hidden)                                                                                \
@@ -75,6 +79,11 @@ static void forward_chunk(q35_session *s, const int32_t *tokens, int n, int star
 }
 
 q35_status q35_session_eval(q35_session *s, const int32_t *tokens, int n, float *logits, float *all_logits) {
+    return q35_session_eval_ex(s, tokens, n, NULL, NULL, logits, all_logits);
+}
+
+q35_status q35_session_eval_ex(q35_session *s, const int32_t *tokens, int n, const float *const *emb, const int *pos3, float *logits,
+                               float *all_logits) {
     const q35_model *m = s->m;
     const q35_config *c = &m->cfg;
     if (n < 0 || (n > 0 && !tokens)) return q35_fail(Q35_ERR_ARG, "eval: bad token batch");
@@ -88,7 +97,7 @@ q35_status q35_session_eval(q35_session *s, const int32_t *tokens, int n, float 
     q35_scratch *sc = &s->sc;
     for (int start = 0; start < n; start += sc->cap) {
         const int nb = n - start < sc->cap ? n - start : sc->cap;
-        forward_chunk(s, tokens + start, nb, start, n);
+        forward_chunk(s, tokens + start, nb, start, n, emb ? emb + start : NULL, pos3 ? pos3 + 3 * (size_t)start : NULL);
         if (all_logits) {
             add_norm(sc, c, NULL, m->final_norm, nb);
             q35_matmul(&m->lm_head, sc->xn, nb, all_logits + (size_t)start * c->vocab);

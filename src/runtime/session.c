@@ -114,6 +114,7 @@ void q35_session_reset(q35_session *s) {
     memset(s->conv, 0, sizeof(float) * (size_t)c->n_linear * (c->conv_kernel - 1) * C);
     memset(s->rec, 0, sizeof(float) * (size_t)c->n_linear * c->lin_v_heads * c->lin_k_dim * c->lin_v_dim);
     s->pos = 0; /* the KV cache beyond pos is never read */
+    s->rope_delta = 0;
 }
 
 int q35_session_pos(const q35_session *s) { return s->pos; }

@@ -27,7 +27,8 @@ typedef struct q35_scratch {
 struct q35_session {
     const q35_model *m;
     int n_ctx;         /* KV positions available */
-    int pos;           /* tokens evaluated so far (next position) */
+    int pos;           /* tokens evaluated so far (next sequence index) */
+    int rope_delta;    /* M-RoPE position of the next token minus pos: 0 for text, moved by images (spec §5.7) */
     int *slot;         /* [n_layers] index of the layer among its kind (linear or full) */
     float *conv;       /* [n_linear][K-1][C] last K-1 pre-conv qkv rows, oldest first */
     float *conv_taps;  /* [n_linear][K][C] each linear layer's conv taps transposed (read-only) */
@@ -42,6 +43,18 @@ struct q35_session {
 
 void q35_greedy_free_scratch(struct q35_session *s); /* greedy.c */
 
+/* q35_session_eval with optional per-token embedding rows emb [n] (NULL entries: the token's own
+ * embedding) and M-RoPE positions pos3 [n][3] (NULL: text positions pos + t + rope_delta); both
+ * indexed by the batch position, so they follow the tokens across prompt chunks (forward.c). */
+q35_status q35_session_eval_ex(struct q35_session *s, const int32_t *tokens, int n, const float *const *emb, const int *pos3, float *logits,
+                               float *all_logits);
+
 /* Bytes the recurrent + KV state of one session takes. */
 size_t q35_state_bytes(const q35_config *c, int n_ctx);
+/* The M-RoPE positions pos3 [n][3] of a prompt whose image-token runs take images (already checked
+ * to match, in order; NULL: no images) starting at position cur, and (when emb is not NULL) each
+ * token's embedding row (emb [n], NULL for text). Returns the position after the prompt: the rope
+ * delta afterwards is that minus the sequence index after the prompt. multimodal.c */
+long long q35_mm_positions(const q35_config *c, const int32_t *tokens, int n, const q35_image_embeds *images, long long cur, int *pos3,
+                           const float **emb);
 #endif
