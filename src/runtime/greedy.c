@@ -81,12 +81,13 @@ q35_status q35_session_eval_argmax(q35_session *s, const int32_t *tokens, int n,
     int nr = 0;
     *next = q35_lmhead_argmax(&m->lm_head, ap, s->sc.xn, s->head_sc, &nr);
     if (n_rescored) *n_rescored = nr;
-    /* When the bound prunes too little to pay for the scan (more than a tenth of the rows rescored
-     * on average over 16 tokens), this session goes back to exhaustive scoring. */
+    /* When the bound prunes too little to pay for the scan (more than half the rows rescored over
+     * the first 2 tokens, or a tenth on average over 16), this session goes back to exhaustive
+     * scoring. (Random weights have flat logits: every row is rescored from the first token.) */
     q35_lmhead_scratch *hs = s->head_sc;
     hs->calls++;
     hs->rescored += nr;
-    if (hs->calls == 16 && hs->rescored / hs->calls > 0.1 * c->vocab) {
+    if ((hs->calls == 2 && hs->rescored / hs->calls > 0.5 * c->vocab) || (hs->calls == 16 && hs->rescored / hs->calls > 0.1 * c->vocab)) {
         hs->off = 1;
         q35_log(Q35_LOG_INFO, "fast greedy: %.0f of %d rows rescored per token; using full logits", hs->rescored / hs->calls, c->vocab);
     }
