@@ -219,13 +219,13 @@ static void matmul_row_range(void) {
     q35_isa isas[Q35_ISA_COUNT + 2];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
-    const q35_dtype dts[] = {Q35_DT_F16, Q35_DT_Q8_0, Q35_DT_Q4R, Q35_DT_Q6_K};
+    const q35_dtype dts[] = {Q35_DT_F16, Q35_DT_BF16, Q35_DT_F32, Q35_DT_Q8_0, Q35_DT_Q4R, Q35_DT_Q6_K};
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
         const int64_t rows = 50, cols = 256;
-        const int n = 5;
+        const int n = 9; /* 8+ tokens: the AVX-512 float panels and AMX tiles too */
         mat m;
         mat_make(&m, dts[i], rows, cols);
-        float X[5 * 256], full[5 * 50], Y[5 * 50];
+        float X[9 * 256], full[9 * 50], Y[9 * 50];
         fill_acts(X, n, cols);
         q35_isa_set(Q35_ISA_SCALAR);
         q35_matmul(&m.rows, X, n, full);

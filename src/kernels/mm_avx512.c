@@ -288,9 +288,98 @@ INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const 
             }                                                                    \
         }                                                                        \
     }
-FP_DRIVER(mm_f32, WF32)
-FP_DRIVER(mm_f16, WF16)
-FP_DRIVER(mm_bf16, WBF16)
+FP_DRIVER(mm_f32_tiles, WF32)
+FP_DRIVER(mm_f16_tiles, WF16)
+FP_DRIVER(mm_bf16_tiles, WBF16)
+
+/* ---- float formats, many tokens: 16-row panels ----
+ * For FP_PANEL_MIN_N tokens or more, 16 weight rows x PANEL_K columns are converted to fp32 and
+ * transposed once into P[k][row] (16 KiB, in L1), then every token tile of up to 16 tokens runs
+ * one weight load and T broadcast FMAs per column: acc[t][row] += P[k][row] * x[t][k]. The sums
+ * run over k in order and pass through Y between column chunks (exactly). */
+enum { PANEL_K = 256, PANEL_T = 16 };
+#define FP_PANEL_MIN_N 8
+
+/* The 16 rows of v, transposed, stored at dst[c][16] for c < 16. */
+INLINE void tr16_store(__m512 *r, float *dst) {
+    __m512 t[16];
+    for (int i = 0; i < 8; i++) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int b = 0; b < 4; b++) {
+        r[4 * b] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[4 * b]), _mm512_castps_pd(t[4 * b + 2])));
+        r[4 * b + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * b]), _mm512_castps_pd(t[4 * b + 2])));
+        r[4 * b + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[4 * b + 1]), _mm512_castps_pd(t[4 * b + 3])));
+        r[4 * b + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[4 * b + 1]), _mm512_castps_pd(t[4 * b + 3])));
+    }
+    for (int c = 0; c < 4; c++) {
+        const __m512 x0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88), y0 = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);
+        const __m512 x1 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88), y1 = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
+        _mm512_store_ps(dst + 16 * c, _mm512_shuffle_f32x4(x0, x1, 0x88));
+        _mm512_store_ps(dst + 16 * (8 + c), _mm512_shuffle_f32x4(x0, x1, 0xdd));
+        _mm512_store_ps(dst + 16 * (4 + c), _mm512_shuffle_f32x4(y0, y1, 0x88));
+        _mm512_store_ps(dst + 16 * (12 + c), _mm512_shuffle_f32x4(y0, y1, 0xdd));
+    }
+}
+
+/* P[k][i] = W[r + i][k0 + k] for k < kc, i < nr; 0 for the rows past nr. */
+INLINE void panel_fill(const q35_mm_job *jb, int64_t r, int nr, int64_t k0, int kc, const int kind, float *P) {
+    const size_t esz = kind == WF32 ? 4 : 2;
+    for (int kb = 0; kb < kc; kb += 16) {
+        const int m = kc - kb < 16 ? kc - kb : 16;
+        const __mmask16 mk = (__mmask16)((1u << m) - 1u);
+        __m512 v[16];
+        for (int i = 0; i < 16; i++)
+            v[i] = i < nr ? wload(jb->w + (size_t)(r + i) * (size_t)jb->cols * esz, k0 + kb, kind, mk) : _mm512_setzero_ps();
+        tr16_store(v, P + 16 * kb);
+    }
+}
+
+INLINE void panel_tile(const q35_mm_job *jb, const float *P, int64_t r, __mmask16 mr, int64_t k0, int kc, int t0, const int T) {
+    const int64_t cols = jb->cols, rows = jb->rows;
+    const float *x = jb->X + (int64_t)t0 * cols + k0;
+    float *y = jb->Y + (int64_t)t0 * rows + r;
+    __m512 acc[PANEL_T];
+    UNROLL
+    for (int t = 0; t < T; t++) acc[t] = k0 ? _mm512_maskz_loadu_ps(mr, y + (int64_t)t * rows) : _mm512_setzero_ps();
+    for (int k = 0; k < kc; k++) {
+        const __m512 w = _mm512_load_ps(P + 16 * k);
+        UNROLL
+        for (int t = 0; t < T; t++) acc[t] = _mm512_fmadd_ps(w, _mm512_set1_ps(x[(int64_t)t * cols + k]), acc[t]);
+    }
+    UNROLL
+    for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + (int64_t)t * rows, mr, acc[t]);
+}
+
+INLINE void fp_panel(const q35_mm_job *j, int64_t r0, int64_t r1, const int kind) {
+    _Alignas(64) float P[PANEL_K * 16]; /* [k][16 rows] */
+    for (int64_t r = r0; r < r1; r += 16) {
+        const int nr = r1 - r < 16 ? (int)(r1 - r) : 16;
+        const __mmask16 mr = (__mmask16)((1u << nr) - 1u);
+        for (int64_t k0 = 0; k0 < j->cols; k0 += PANEL_K) {
+            const int kc = j->cols - k0 < PANEL_K ? (int)(j->cols - k0) : PANEL_K;
+            panel_fill(j, r, nr, k0, kc, kind, P);
+            for (int t0 = 0; t0 < j->n; t0 += PANEL_T) {
+                switch (j->n - t0 < PANEL_T ? j->n - t0 : PANEL_T) {
+#define PT(k) case k: panel_tile(j, P, r, mr, k0, kc, t0, k); break;
+                    PT(1) PT(2) PT(3) PT(4) PT(5) PT(6) PT(7) PT(8) PT(9) PT(10) PT(11) PT(12) PT(13) PT(14) PT(15)
+#undef PT
+                default: panel_tile(j, P, r, mr, k0, kc, t0, PANEL_T); break;
+                }
+            }
+        }
+    }
+}
+
+#define FP_CHOOSE(name, kind)                                                    \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {              \
+        if (j->n >= FP_PANEL_MIN_N) fp_panel(j, r0, r1, kind);                   \
+        else name##_tiles(j, r0, r1);                                            \
+    }
+FP_CHOOSE(mm_f32, WF32)
+FP_CHOOSE(mm_f16, WF16)
+FP_CHOOSE(mm_bf16, WBF16)
 
 /* ---- bf16 weights x bf16 activations (vdpbf16ps), row-major: 4 rows x up to 4 tokens ---- */
 
