@@ -247,6 +247,57 @@ static void matmul_row_range(void) {
     isa_use(keep);
 }
 
+/* q35_matmul_batch (float formats may use panels for 8+ tokens) against the scalar reference
+ * within fp32 rounding, on every ISA; q35_matmul itself stays row-invariant (token t's bits do not
+ * depend on n), which the runtime relies on. */
+static void matmul_batch(void) {
+    q35_isa isas[Q35_ISA_COUNT + 2];
+    const int nisa = isa_list(isas);
+    const q35_isa keep = q35_isa_get();
+    const q35_dtype dts[] = {Q35_DT_F32, Q35_DT_F16, Q35_DT_BF16, Q35_DT_Q8_0};
+    const int NB[] = {8, 23, 64};
+    const int64_t RB[][2] = {{17, 33}, {67, 1024}, {16, 300}};
+    for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++)
+        for (int c = 0; c < 3; c++) {
+            const int n = NB[c];
+            const int64_t rows = RB[c][0], cols = dts[i] == Q35_DT_Q8_0 ? 1024 : RB[c][1];
+            mat m;
+            mat_make(&m, dts[i], rows, cols);
+            float *X = malloc(sizeof(float) * (size_t)(n * cols)), *ref = malloc(sizeof(float) * (size_t)(n * rows)),
+                  *Y = malloc(sizeof(float) * (size_t)(n * rows)), *one = malloc(sizeof(float) * (size_t)rows);
+            fill_acts(X, n, cols);
+            q35_isa_set(Q35_ISA_SCALAR);
+            q35_matmul(&m.rows, X, n, ref);
+            for (int ii = 0; ii < nisa; ii++) {
+                isa_use(isas[ii]);
+                const q35_tensor *W = m.r16.data ? &m.r16 : &m.rows;
+                q35_matmul_batch(W, X, n, Y);
+                int bad = 0;
+                for (int t = 0; t < n && !bad; t++)
+                    for (int64_t r = 0; r < rows && !bad; r++) {
+                        double mag = 0;
+                        for (int64_t k = 0; k < cols; k++) mag += fabs((double)m.deq[r * cols + k] * X[t * cols + k]);
+                        if (!(fabs((double)Y[t * rows + r] - ref[t * rows + r]) <= 1e-5 * mag + 1e-30)) {
+                            CHECK(0, "batch %s %s rows %lld cols %lld n %d: Y[%d][%lld] = %.9g, reference %.9g", q35_dtype_name(dts[i]),
+                                  isa_str(isas[ii]), (long long)rows, (long long)cols, n, t, (long long)r, Y[t * rows + r], ref[t * rows + r]);
+                            bad = 1;
+                        }
+                    }
+                /* row invariance of q35_matmul: the last token alone gives the same bits as in the batch */
+                q35_matmul(W, X, n, Y);
+                q35_matmul(W, X + (size_t)(n - 1) * cols, 1, one);
+                CHECK(!memcmp(one, Y + (size_t)(n - 1) * rows, sizeof(float) * (size_t)rows), "%s %s: q35_matmul is not row-invariant (n %d)",
+                      q35_dtype_name(dts[i]), isa_str(isas[ii]), n);
+            }
+            free(X);
+            free(ref);
+            free(Y);
+            free(one);
+            mat_free(&m);
+        }
+    isa_use(keep);
+}
+
 /* Rows longer than the AMX kernel's unpacking chunk (192 blocks) and row ranges inside 16-row
  * groups with a token tail: every ISA bitwise equal to the scalar reference, rows outside the
  * range untouched. */
@@ -588,6 +639,7 @@ int main(void) {
     RUN(matmul_q6_k);
     RUN(matmul_row_range);
     RUN(matmul_long_rows);
+    RUN(matmul_batch);
     RUN(bf16_dot_mode);
     q35_matmul_release();
     TEST_EXIT();

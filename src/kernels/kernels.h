@@ -14,6 +14,11 @@
  * of the calling thread that grows on first use and is reused after: no allocation per call once
  * the largest n x cols has been seen (q35_matmul_reserve pre-grows it). */
 void q35_matmul(const q35_tensor *W, const float *X, int n, float *Y);
+/* Same product for batch-only callers (the vision encoder): a token's result may depend on n (on
+ * AVX-512, float weights then run through transposed 16-row panels, ~1.5x faster for 8+ tokens).
+ * q35_matmul is row-invariant: token t's output is the same bits whatever n is, which the
+ * text runtime relies on (prompt chunks vs single tokens, exact prefix reuse). */
+void q35_matmul_batch(const q35_tensor *W, const float *X, int n, float *Y);
 /* Same for a row range [r0, r1) of W only, on the calling thread alone (usable inside pool tasks);
  * Y keeps the full row stride `rows`. */
 void q35_matmul_rows(const q35_tensor *W, const float *X, int n, float *Y, int64_t r0, int64_t r1);

@@ -158,7 +158,7 @@ static void zero_rows(float *Y, int64_t rows, int n, int64_t r0, int64_t r1) {
 /* Below this many multiply-adds a product runs on the calling thread alone. */
 #define PARALLEL_MIN_MACS (3 << 17) /* measured: 256x1024 at n = 1 is slower on 2 threads, 512x1024 faster */
 
-static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, int64_t r0, int64_t r1, int parallel) {
+static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, int64_t r0, int64_t r1, int parallel, int batch) {
     if (n <= 0 || r0 >= r1) return;
     const int64_t rows = W->shape[0], cols = W->shape[1];
     const q35_dtype dt = W->dtype;
@@ -177,7 +177,7 @@ static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, in
         zero_rows(Y, rows, n, r0, r1);
         return;
     }
-    q35_mm_job job = {.W = W, .w = W->data, .rows = rows, .cols = cols, .n = n, .X = X, .Y = Y};
+    q35_mm_job job = {.W = W, .w = W->data, .rows = rows, .cols = cols, .n = n, .X = X, .Y = Y, .batch = batch};
     if (dt == Q35_DT_BF16) pthread_once(&env_once, env_init);
     if (dt == Q35_DT_BF16 && bf16_dot && K->mm_bf16dot && q35_cpu_has_avx512bf16()) {
         uint16_t *xb = buf_get((size_t)cols * (size_t)n * 2);
@@ -226,8 +226,9 @@ static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, in
     else q35_pool_run(pool, tasks, run_task, &ctx);
 }
 
-void q35_matmul(const q35_tensor *W, const float *X, int n, float *Y) { matmul_impl(W, X, n, Y, 0, W->shape[0], 1); }
+void q35_matmul(const q35_tensor *W, const float *X, int n, float *Y) { matmul_impl(W, X, n, Y, 0, W->shape[0], 1, 0); }
+void q35_matmul_batch(const q35_tensor *W, const float *X, int n, float *Y) { matmul_impl(W, X, n, Y, 0, W->shape[0], 1, 1); }
 
 void q35_matmul_rows(const q35_tensor *W, const float *X, int n, float *Y, int64_t r0, int64_t r1) {
-    matmul_impl(W, X, n, Y, r0 < 0 ? 0 : r0, r1 > W->shape[0] ? W->shape[0] : r1, 0);
+    matmul_impl(W, X, n, Y, r0 < 0 ? 0 : r0, r1 > W->shape[0] ? W->shape[0] : r1, 0, 0);
 }

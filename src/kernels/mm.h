@@ -35,6 +35,7 @@ typedef struct q35_mm_job {
     const uint16_t *xb;     /* [n][cols] activations rounded to bf16 (bf16 dot mode), else NULL */
     q35_act a;              /* 8-bit activations (integer formats) */
     float *Y;               /* [n][rows] */
+    int batch;              /* 1: no row invariance needed (q35_matmul_batch): results may depend on n */
 } q35_mm_job;
 
 /* Computes Y rows [r0, r1) for all n tokens. Kernels for R16 weights may be called with r0 not a

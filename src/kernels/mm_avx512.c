@@ -292,7 +292,7 @@ FP_DRIVER(mm_f32_tiles, WF32)
 FP_DRIVER(mm_f16_tiles, WF16)
 FP_DRIVER(mm_bf16_tiles, WBF16)
 
-/* ---- float formats, many tokens: 16-row panels ----
+/* ---- float formats, many tokens (q35_matmul_batch only): 16-row panels ----
  * For FP_PANEL_MIN_N tokens or more, 16 weight rows x PANEL_K columns are converted to fp32 and
  * transposed once into P[k][row] (16 KiB, in L1), then every token tile of up to 16 tokens runs
  * one weight load and T broadcast FMAs per column: acc[t][row] += P[k][row] * x[t][k]. The sums
@@ -374,7 +374,7 @@ INLINE void fp_panel(const q35_mm_job *j, int64_t r0, int64_t r1, const int kind
 
 #define FP_CHOOSE(name, kind)                                                    \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {              \
-        if (j->n >= FP_PANEL_MIN_N) fp_panel(j, r0, r1, kind);                   \
+        if (j->batch && j->n >= FP_PANEL_MIN_N) fp_panel(j, r0, r1, kind);       \
         else name##_tiles(j, r0, r1);                                            \
     }
 FP_CHOOSE(mm_f32, WF32)

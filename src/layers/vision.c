@@ -8,7 +8,7 @@
  *              x += fc2(gelu_tanh(fc1(LN2(x))))
  *   out = fc2(gelu_erf(fc1(LN(x) viewed as [N/4][4D])))   the 2x2 merger (§5.5)
  *
- * Everything runs in float32 with the weights as stored (bf16/f16/f32 read by q35_matmul). The
+ * Everything runs in float32 with the weights as stored (bf16/f16/f32 read by q35_matmul_batch). The
  * products use the project's matmul kernels on the global pool; the element-wise steps are split
  * over the pool by rows. */
 #include "layers/vision.h"
@@ -179,7 +179,7 @@ q35_status q35_vision_forward(const q35_vision_config *vc, const q35_vision_weig
     const q35_gdn_kernels *kn = q35_gdn_kernels_best();
 
     /* 1. patch embedding */
-    q35_matmul(&w->patch, pixels, N, x);
+    q35_matmul_batch(&w->patch, pixels, N, x);
     rows_job j = {bias_row, kn, x, w->patch_b, NULL, NULL, D, D, 0, 0, 0};
     run_rows(&j, N);
 
@@ -218,7 +218,7 @@ q35_status q35_vision_forward(const q35_vision_config *vc, const q35_vision_weig
         const q35_vision_block *B = &w->blocks[l];
         rows_job ln = {layernorm_row, kn, x, B->norm1_w, B->norm1_b, xn, D, D, D, 1e-6f, 0};
         run_rows(&ln, N);
-        q35_matmul(&B->qkv, xn, N, big); /* [N][3D]: q | k | v */
+        q35_matmul_batch(&B->qkv, xn, N, big); /* [N][3D]: q | k | v */
         rows_job bq = {bias_row, kn, big, B->qkv_b, NULL, NULL, 3 * D, 3 * D, 0, 0, 0};
         run_rows(&bq, N);
         for (int p = 0; p < N; p++) /* rotary on q and k of every head (apply_rotary_pos_emb_vision, float32) */
@@ -236,24 +236,24 @@ q35_status q35_vision_forward(const q35_vision_config *vc, const q35_vision_weig
                 for (int q0 = 0; q0 < F; q0 += qb) {
                     const int nq = F - q0 < qb ? F - q0 : qb;
                     for (int r = 0; r < nq; r++) memcpy(Qb + (size_t)r * hd, seg + (size_t)(q0 + r) * 3 * D + (size_t)h * hd, sizeof(float) * hd);
-                    q35_matmul(&Kt, Qb, nq, S); /* [nq][F] */
+                    q35_matmul_batch(&Kt, Qb, nq, S); /* [nq][F] */
                     rows_job sm = {softmax_row, kn, S, NULL, NULL, NULL, F, F, 0, 0, scale};
                     run_rows(&sm, nq);
-                    q35_matmul(&Vt, S, nq, Ob); /* [nq][hd] */
+                    q35_matmul_batch(&Vt, S, nq, Ob); /* [nq][hd] */
                     for (int r = 0; r < nq; r++)
                         memcpy(xn + ((size_t)f * F + q0 + r) * D + (size_t)h * hd, Ob + (size_t)r * hd, sizeof(float) * hd);
                 }
             }
         }
-        q35_matmul(&B->proj, xn, N, tmp);
+        q35_matmul_batch(&B->proj, xn, N, tmp);
         rows_job ra = {residual_row, kn, x, B->proj_b, NULL, tmp, D, D, D, 0, 0};
         run_rows(&ra, N);
         rows_job ln2 = {layernorm_row, kn, x, B->norm2_w, B->norm2_b, xn, D, D, D, 1e-6f, 0};
         run_rows(&ln2, N);
-        q35_matmul(&B->fc1, xn, N, big); /* [N][I] */
+        q35_matmul_batch(&B->fc1, xn, N, big); /* [N][I] */
         rows_job act = {vc->act_exact ? bias_gelu_erf_row : bias_gelu_tanh_row, kn, big, B->fc1_b, NULL, NULL, I, I, 0, 0, 0};
         run_rows(&act, N);
-        q35_matmul(&B->fc2, big, N, tmp);
+        q35_matmul_batch(&B->fc2, big, N, tmp);
         rows_job rm = {residual_row, kn, x, B->fc2_b, NULL, tmp, D, D, D, 0, 0};
         run_rows(&rm, N);
     }
@@ -262,10 +262,10 @@ q35_status q35_vision_forward(const q35_vision_config *vc, const q35_vision_weig
     const int Nm = N / (m * m), M = m * m * D;
     rows_job lm = {layernorm_row, kn, x, w->merge_norm_w, w->merge_norm_b, xn, D, D, D, 1e-6f, 0};
     run_rows(&lm, N);
-    q35_matmul(&w->fc1, xn, Nm, big); /* [Nm][M], big holds N*wide >= Nm*M floats */
+    q35_matmul_batch(&w->fc1, xn, Nm, big); /* [Nm][M], big holds N*wide >= Nm*M floats */
     rows_job ge = {bias_gelu_erf_row, kn, big, w->fc1_b, NULL, NULL, M, M, 0, 0, 0};
     run_rows(&ge, Nm);
-    q35_matmul(&w->fc2, big, Nm, out);
+    q35_matmul_batch(&w->fc2, big, Nm, out);
     rows_job bo = {bias_row, kn, out, w->fc2_b, NULL, NULL, vc->out_hidden, vc->out_hidden, 0, 0, 0};
     run_rows(&bo, Nm);
     free(buf);
