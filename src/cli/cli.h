@@ -11,6 +11,7 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_render(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 /* "q35: <message>" on stderr. */
 void cli_error(const char *fmt, ...)

@@ -33,6 +33,7 @@ static const struct {
     {"render", cmd_render, "print the prompt the chat template makes for a conversation"},
     {"bench", cmd_bench, "prompt and generation speed against the measured memory bandwidth"},
     {"quantize", cmd_quantize, "write a checkpoint as GGUF with 8- or 4-bit matrices"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat completions, completions, models) with a chat page"},
 };
 
 static void usage(FILE *f) {

@@ -1,0 +1,445 @@
+#include "server/engine.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/err.h"
+#include "server/stopstr.h"
+
+struct srv_job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;     /* signalled when text grows or the job ends */
+    int refs;
+    int cancelled;
+    int32_t *prompt;       /* [n_prompt] */
+    int n_prompt;
+    srv_gen_params p;
+    /* output, under mu */
+    char *text;            /* [text_len + 1] released answer text */
+    size_t text_len, text_cap;
+    srv_finish finish;
+    int n_generated, n_cached;
+    char error[256];
+    srv_job *next;         /* queue link, under the engine's mutex */
+};
+
+typedef struct slot {
+    q35_session *s;
+    srv_job *job;          /* NULL: free */
+    int prompt_done;
+    q35_sampler *smp;
+    q35_stream_decoder *dec;
+    float *logits;         /* [n_vocab] logits of the last evaluated token (sampling path) */
+    int32_t next_id;       /* argmax path: the token the last eval chose */
+    int fast;              /* argmax without logits (greedy, no penalties) */
+    int *counts;           /* [n_vocab] times each id was generated (frequency penalty), or NULL */
+    char *pending;         /* [pending_len] decoded text held back while it may start a stop sequence */
+    size_t pending_len, pending_cap;
+} slot;
+
+struct srv_engine {
+    q35_model *m;
+    const q35_tokenizer *tok;
+    int32_t stop_ids[16];
+    int n_stop_ids;
+    int n_vocab, n_ctx, parallel, max_queue;
+    slot *slots;           /* [parallel] */
+    pthread_t worker;
+    int worker_started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;     /* work arrived or stopping */
+    srv_job *qhead, *qtail;
+    int queued, stopping;
+};
+
+/* ------------------------------------------------------------------ jobs */
+
+srv_job *srv_job_new(const int32_t *prompt, int n_prompt, srv_gen_params *params) {
+    srv_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->prompt = malloc(sizeof(int32_t) * (size_t)(n_prompt > 0 ? n_prompt : 1));
+    j->text = malloc(64);
+    if (!j->prompt || !j->text) {
+        free(j->prompt);
+        free(j->text);
+        free(j);
+        return NULL;
+    }
+    memcpy(j->prompt, prompt, sizeof(int32_t) * (size_t)n_prompt);
+    j->n_prompt = n_prompt;
+    j->p = *params;
+    memset(params->stop, 0, sizeof params->stop);
+    params->n_stop = 0;
+    j->text[0] = 0;
+    j->text_cap = 64;
+    j->refs = 1;
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_cond_init(&j->cv, NULL);
+    return j;
+}
+
+void srv_job_release(srv_job *j) {
+    if (!j) return;
+    pthread_mutex_lock(&j->mu);
+    int left = --j->refs;
+    pthread_mutex_unlock(&j->mu);
+    if (left) return;
+    for (int i = 0; i < j->p.n_stop; i++) free(j->p.stop[i]);
+    free(j->prompt);
+    free(j->text);
+    pthread_mutex_destroy(&j->mu);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+void srv_job_cancel(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->cancelled = 1;
+    pthread_mutex_unlock(&j->mu);
+}
+
+static int job_cancelled(srv_job *j) {
+    pthread_mutex_lock(&j->mu);
+    int c = j->cancelled;
+    pthread_mutex_unlock(&j->mu);
+    return c;
+}
+
+/* Append released text (under the job's lock) and wake readers. */
+static int job_emit(srv_job *j, const char *s, size_t n) {
+    pthread_mutex_lock(&j->mu);
+    int rc = 0;
+    if (j->text_len + n + 1 > j->text_cap) {
+        size_t cap = j->text_cap * 2;
+        while (cap < j->text_len + n + 1) cap *= 2;
+        char *t = realloc(j->text, cap);
+        if (!t) rc = -1;
+        else {
+            j->text = t;
+            j->text_cap = cap;
+        }
+    }
+    if (!rc) {
+        memcpy(j->text + j->text_len, s, n);
+        j->text_len += n;
+        j->text[j->text_len] = 0;
+    }
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
+static void job_finish(srv_job *j, srv_finish f, const char *error) {
+    pthread_mutex_lock(&j->mu);
+    j->finish = f;
+    if (error) snprintf(j->error, sizeof j->error, "%s", error);
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+int srv_job_wait(srv_job *j, size_t from, int timeout_ms, srv_job_view *v) {
+    memset(v, 0, sizeof *v);
+    pthread_mutex_lock(&j->mu);
+    if (j->text_len <= from && j->finish == SRV_FINISH_NONE && timeout_ms > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += timeout_ms / 1000;
+        ts.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        while (j->text_len <= from && j->finish == SRV_FINISH_NONE)
+            if (pthread_cond_timedwait(&j->cv, &j->mu, &ts) == ETIMEDOUT) break;
+    }
+    int rc = 0;
+    if (j->text_len > from) {
+        v->len = j->text_len - from;
+        v->text = malloc(v->len + 1);
+        if (v->text) {
+            memcpy(v->text, j->text + from, v->len);
+            v->text[v->len] = 0;
+        } else {
+            v->len = 0;
+            rc = -1;
+        }
+    }
+    v->finish = j->finish;
+    v->n_prompt = j->n_prompt;
+    v->n_generated = j->n_generated;
+    v->n_cached = j->n_cached;
+    memcpy(v->error, j->error, sizeof v->error);
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
+/* ------------------------------------------------------------------ engine */
+
+q35_status srv_engine_submit(srv_engine *e, srv_job *j) {
+    pthread_mutex_lock(&e->mu);
+    if (e->stopping || e->queued >= e->max_queue) {
+        int stopping = e->stopping;
+        pthread_mutex_unlock(&e->mu);
+        return q35_fail(Q35_ERR_ARG, stopping ? "the server is shutting down" : "too many requests are waiting (%d queued)", e->max_queue);
+    }
+    pthread_mutex_lock(&j->mu);
+    j->refs++;
+    pthread_mutex_unlock(&j->mu);
+    j->next = NULL;
+    if (e->qtail) e->qtail->next = j;
+    else e->qhead = j;
+    e->qtail = j;
+    e->queued++;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return Q35_OK;
+}
+
+int srv_engine_ctx(const srv_engine *e) { return e->n_ctx; }
+
+static void slot_clear(srv_engine *e, slot *sl, srv_finish f, const char *error) {
+    (void)e;
+    if (!sl->job) return;
+    job_finish(sl->job, f, error);
+    srv_job_release(sl->job);
+    sl->job = NULL;
+    q35_sampler_free(sl->smp);
+    sl->smp = NULL;
+    q35_stream_decoder_free(sl->dec);
+    sl->dec = NULL;
+    free(sl->counts);
+    sl->counts = NULL;
+    sl->pending_len = 0;
+}
+
+/* Prefix reuse plugs in here: bring sl->s to the longest prefix of the job's prompt that can be
+ * restored and return its length (the caller evaluates the rest, at least one token). Without a
+ * prefix cache every request starts from an empty session. */
+static int slot_restore_prefix(srv_engine *e, slot *sl, const int32_t *prompt, int n_prompt) {
+    (void)e;
+    (void)prompt;
+    (void)n_prompt;
+    q35_session_reset(sl->s);
+    return 0;
+}
+
+static int slot_start(srv_engine *e, slot *sl, srv_job *j) {
+    sl->job = j;
+    sl->prompt_done = 0;
+    sl->pending_len = 0;
+    const q35_sampler_params *sp = &j->p.sp;
+    sl->fast = sp->temperature <= 0 && sp->presence_penalty == 0 && sp->repetition_penalty == 1 && j->p.frequency_penalty == 0;
+    sl->smp = q35_sampler_new(sp, e->n_vocab);
+    sl->dec = q35_stream_decoder_new(e->tok);
+    sl->counts = j->p.frequency_penalty != 0 ? calloc((size_t)e->n_vocab, sizeof(int)) : NULL;
+    if (!sl->s && q35_session_new(e->m, e->n_ctx, &sl->s)) {
+        slot_clear(e, sl, SRV_FINISH_ERROR, q35_last_error());
+        return -1;
+    }
+    if (!sl->smp || !sl->dec || (j->p.frequency_penalty != 0 && !sl->counts)) {
+        slot_clear(e, sl, SRV_FINISH_ERROR, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+static int is_stop_id(const srv_engine *e, int32_t id) {
+    for (int i = 0; i < e->n_stop_ids; i++)
+        if (e->stop_ids[i] == id) return 1;
+    return 0;
+}
+
+/* Release decoded text through the stop-sequence filter; returns 1 when a stop sequence ended it. */
+static int slot_push_text(slot *sl, const char *s, size_t n, int final) {
+    if (sl->pending_len + n > sl->pending_cap) {
+        size_t cap = sl->pending_cap ? sl->pending_cap : 256;
+        while (cap < sl->pending_len + n) cap *= 2;
+        char *p = realloc(sl->pending, cap);
+        if (!p) return -1;
+        sl->pending = p;
+        sl->pending_cap = cap;
+    }
+    memcpy(sl->pending + sl->pending_len, s, n);
+    sl->pending_len += n;
+    size_t safe;
+    long at = srv_stop_scan(sl->pending, sl->pending_len, sl->job->p.stop, sl->job->p.n_stop, &safe);
+    if (final && at < 0) safe = sl->pending_len;
+    if (safe && job_emit(sl->job, sl->pending, safe)) return -1;
+    memmove(sl->pending, sl->pending + safe, sl->pending_len - safe);
+    sl->pending_len -= safe;
+    return at >= 0;
+}
+
+/* One step of an active slot: the prompt, or one generated token. */
+static void slot_step(srv_engine *e, slot *sl) {
+    srv_job *j = sl->job;
+    q35_status st;
+    if (job_cancelled(j)) {
+        slot_clear(e, sl, SRV_FINISH_CANCELLED, NULL);
+        return;
+    }
+    if (!sl->prompt_done) {
+        int ready = slot_restore_prefix(e, sl, j->prompt, j->n_prompt);
+        pthread_mutex_lock(&j->mu);
+        j->n_cached = ready;
+        pthread_mutex_unlock(&j->mu);
+        const int32_t *rest = j->prompt + ready;
+        int n = j->n_prompt - ready;
+        st = sl->fast ? q35_session_eval_argmax(sl->s, rest, n, &sl->next_id, NULL) : q35_session_eval(sl->s, rest, n, sl->logits, NULL);
+        if (st) {
+            slot_clear(e, sl, SRV_FINISH_ERROR, q35_last_error());
+            return;
+        }
+        sl->prompt_done = 1;
+        if (j->p.max_tokens <= 0) {
+            slot_clear(e, sl, SRV_FINISH_LENGTH, NULL);
+            return;
+        }
+        /* the first token is sampled right away below */
+    }
+    int32_t id;
+    if (sl->fast) {
+        id = sl->next_id;
+    } else {
+        if (sl->counts)
+            for (int v = 0; v < e->n_vocab; v++)
+                if (sl->counts[v]) sl->logits[v] -= j->p.frequency_penalty * (float)sl->counts[v];
+        id = q35_sampler_sample(sl->smp, sl->logits);
+        q35_sampler_accept(sl->smp, id);
+        if (sl->counts && id >= 0 && id < e->n_vocab) sl->counts[id]++;
+    }
+    pthread_mutex_lock(&j->mu);
+    int produced = ++j->n_generated;
+    pthread_mutex_unlock(&j->mu);
+    if (is_stop_id(e, id)) {
+        char tail[64];
+        size_t k = q35_stream_decoder_flush(sl->dec, tail, sizeof tail);
+        int r = slot_push_text(sl, tail, k, 1);
+        slot_clear(e, sl, r < 0 ? SRV_FINISH_ERROR : SRV_FINISH_STOP, r < 0 ? "out of memory" : NULL);
+        return;
+    }
+    char piece[512];
+    size_t k = q35_stream_decoder_push(sl->dec, id, piece, sizeof piece);
+    int at_end = produced >= j->p.max_tokens || q35_session_pos(sl->s) >= q35_session_ctx(sl->s);
+    if (at_end) k += q35_stream_decoder_flush(sl->dec, piece + k, sizeof piece - k);
+    int r = slot_push_text(sl, piece, k, at_end);
+    if (r != 0) {
+        slot_clear(e, sl, r < 0 ? SRV_FINISH_ERROR : SRV_FINISH_STOP, r < 0 ? "out of memory" : NULL);
+        return;
+    }
+    if (at_end) {
+        slot_clear(e, sl, SRV_FINISH_LENGTH, NULL);
+        return;
+    }
+    st = sl->fast ? q35_session_eval_argmax(sl->s, &id, 1, &sl->next_id, NULL) : q35_session_eval(sl->s, &id, 1, sl->logits, NULL);
+    if (st) slot_clear(e, sl, SRV_FINISH_ERROR, q35_last_error());
+}
+
+static void *worker_main(void *arg) {
+    srv_engine *e = arg;
+    int rr = 0; /* round-robin start */
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        int active = 0;
+        for (int i = 0; i < e->parallel; i++) active += e->slots[i].job != NULL;
+        while (!e->stopping && !active && !e->qhead) pthread_cond_wait(&e->cv, &e->mu);
+        if (e->stopping) {
+            pthread_mutex_unlock(&e->mu);
+            break;
+        }
+        /* admit waiting jobs into free slots, oldest first */
+        srv_job *admit[64];
+        int n_admit = 0;
+        for (int i = 0; i < e->parallel && n_admit < 64; i++)
+            if (!e->slots[i].job && e->qhead) {
+                srv_job *j = e->qhead;
+                e->qhead = j->next;
+                if (!e->qhead) e->qtail = NULL;
+                e->queued--;
+                admit[n_admit++] = j;
+                e->slots[i].job = j; /* reserve */
+            }
+        pthread_mutex_unlock(&e->mu);
+        for (int i = 0, a = 0; i < e->parallel && a < n_admit; i++)
+            if (e->slots[i].job == admit[a] && !e->slots[i].smp) {
+                slot_start(e, &e->slots[i], admit[a]);
+                a++;
+            }
+        /* one step for every active slot, starting after the one that went first last time */
+        for (int k = 0; k < e->parallel; k++) {
+            slot *sl = &e->slots[(rr + k) % e->parallel];
+            if (sl->job) slot_step(e, sl);
+        }
+        rr = (rr + 1) % e->parallel;
+    }
+    return NULL;
+}
+
+q35_status srv_engine_new(q35_model *m, const q35_tokenizer *tok, const int32_t *stop_ids, int n_stop_ids,
+                          const srv_engine_opts *o, srv_engine **out) {
+    *out = NULL;
+    if (o->parallel < 1 || o->parallel > 64) return q35_fail(Q35_ERR_ARG, "parallel sessions: expected 1..64, got %d", o->parallel);
+    srv_engine *e = calloc(1, sizeof *e);
+    if (!e) return q35_fail(Q35_ERR_NOMEM, "out of memory");
+    q35_model_info info;
+    q35_model_get_info(m, &info);
+    e->m = m;
+    e->tok = tok;
+    e->n_vocab = info.n_vocab;
+    e->n_ctx = o->n_ctx > 0 && o->n_ctx < info.max_ctx ? o->n_ctx : info.max_ctx;
+    e->parallel = o->parallel;
+    e->max_queue = o->max_queue > 0 ? o->max_queue : 64;
+    for (int i = 0; i < n_stop_ids && e->n_stop_ids < 16; i++) e->stop_ids[e->n_stop_ids++] = stop_ids[i];
+    e->slots = calloc((size_t)e->parallel, sizeof *e->slots);
+    if (!e->slots) {
+        free(e);
+        return q35_fail(Q35_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < e->parallel; i++)
+        if (!(e->slots[i].logits = malloc(sizeof(float) * (size_t)e->n_vocab))) {
+            srv_engine_free(e);
+            return q35_fail(Q35_ERR_NOMEM, "out of memory");
+        }
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    if (pthread_create(&e->worker, NULL, worker_main, e) != 0) {
+        srv_engine_free(e);
+        return q35_fail(Q35_ERR_NOMEM, "cannot start the engine thread");
+    }
+    e->worker_started = 1;
+    *out = e;
+    return Q35_OK;
+}
+
+void srv_engine_free(srv_engine *e) {
+    if (!e) return;
+    if (e->worker_started) {
+        pthread_mutex_lock(&e->mu);
+        e->stopping = 1;
+        pthread_cond_signal(&e->cv);
+        pthread_mutex_unlock(&e->mu);
+        pthread_join(e->worker, NULL);
+    }
+    while (e->qhead) {
+        srv_job *j = e->qhead;
+        e->qhead = j->next;
+        job_finish(j, SRV_FINISH_CANCELLED, NULL);
+        srv_job_release(j);
+    }
+    for (int i = 0; e->slots && i < e->parallel; i++) {
+        slot_clear(e, &e->slots[i], SRV_FINISH_CANCELLED, NULL);
+        q35_session_free(e->slots[i].s);
+        free(e->slots[i].logits);
+        free(e->slots[i].pending);
+    }
+    free(e->slots);
+    if (e->worker_started) {
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->cv);
+    }
+    free(e);
+}
