@@ -54,6 +54,7 @@ struct srv_engine {
     pthread_cond_t cv;     /* work arrived or stopping */
     srv_job *qhead, *qtail;
     int queued, stopping;
+    int active;            /* slots with a job, under mu */
 };
 
 /* ------------------------------------------------------------------ jobs */
@@ -201,9 +202,22 @@ q35_status srv_engine_submit(srv_engine *e, srv_job *j) {
 
 int srv_engine_ctx(const srv_engine *e) { return e->n_ctx; }
 
+void srv_engine_load(srv_engine *e, int *active, int *queued) {
+    pthread_mutex_lock(&e->mu);
+    *active = e->active;
+    *queued = e->queued;
+    pthread_mutex_unlock(&e->mu);
+}
+
 static void slot_clear(srv_engine *e, slot *sl, srv_finish f, const char *error) {
-    (void)e;
     if (!sl->job) return;
+    if (f == SRV_FINISH_CANCELLED)
+        q35_log(Q35_LOG_INFO, "serve: request cancelled after %d of at most %d tokens", sl->job->n_generated, sl->job->p.max_tokens);
+    else if (f == SRV_FINISH_ERROR)
+        q35_log(Q35_LOG_WARN, "serve: request failed: %s", error ? error : "?");
+    pthread_mutex_lock(&e->mu);
+    e->active--;
+    pthread_mutex_unlock(&e->mu);
     job_finish(sl->job, f, error);
     srv_job_release(sl->job);
     sl->job = NULL;
@@ -315,7 +329,7 @@ static void slot_step(srv_engine *e, slot *sl) {
     pthread_mutex_lock(&j->mu);
     int produced = ++j->n_generated;
     pthread_mutex_unlock(&j->mu);
-    if (is_stop_id(e, id)) {
+    if (!j->p.ignore_eos && is_stop_id(e, id)) {
         char tail[64];
         size_t k = q35_stream_decoder_flush(sl->dec, tail, sizeof tail);
         int r = slot_push_text(sl, tail, k, 1);
@@ -362,6 +376,7 @@ static void *worker_main(void *arg) {
                 e->queued--;
                 admit[n_admit++] = j;
                 e->slots[i].job = j; /* reserve */
+                e->active++;
             }
         pthread_mutex_unlock(&e->mu);
         for (int i = 0, a = 0; i < e->parallel && a < n_admit; i++)

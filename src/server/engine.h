@@ -16,6 +16,7 @@ typedef struct srv_gen_params {
     q35_sampler_params sp;   /* temperature <= 0: argmax */
     float frequency_penalty; /* subtracted count(id) times from a generated token's logit */
     int max_tokens;          /* tokens to generate at most (clamped to the context) */
+    int ignore_eos;          /* keep going past end-of-answer tokens (benchmarks, tests) */
     int n_stop;
     char *stop[SRV_MAX_STOPS]; /* malloc'd; the answer ends before the first occurrence */
 } srv_gen_params;
@@ -37,6 +38,8 @@ q35_status srv_engine_new(q35_model *m, const q35_tokenizer *tok, const int32_t 
 /* Cancels every job, joins the worker, frees the sessions (jobs still referenced stay valid). */
 void srv_engine_free(srv_engine *e);
 int srv_engine_ctx(const srv_engine *e);
+/* Requests decoding now and waiting for a slot. */
+void srv_engine_load(srv_engine *e, int *active, int *queued);
 
 /* A job for prompt[n_prompt] (copied); params are moved in (their stop strings now belong to the
  * job). The caller holds one reference. */

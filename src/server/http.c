@@ -258,7 +258,13 @@ static enum MHD_Result handle_get(conn *x) {
     srv_http *h = x->h;
     switch (x->r) {
     case R_PAGE: return reply(x->c, MHD_HTTP_OK, strdup(srv_chat_page), "text/html; charset=utf-8");
-    case R_HEALTH: return reply(x->c, MHD_HTTP_OK, strdup("{\"status\":\"ok\"}"), CT_JSON);
+    case R_HEALTH: {
+        int active, queued;
+        srv_engine_load(h->o.engine, &active, &queued);
+        char *s = malloc(96);
+        if (s) snprintf(s, 96, "{\"status\":\"ok\",\"active\":%d,\"queued\":%d}", active, queued);
+        return reply(x->c, MHD_HTTP_OK, s, CT_JSON);
+    }
     case R_MODELS: return reply(x->c, MHD_HTTP_OK, srv_json_models(h->model_id, h->started, 0), CT_JSON);
     default: break;
     }

@@ -1,7 +1,7 @@
 /* The built-in chat page served at /: plain HTML + JavaScript, no build step. It keeps the
  * conversation, streams each answer from /v1/chat/completions (fetch + server-sent events), and
  * can attach an image (sent as a data: URL image_url part). ?q=TEXT sends TEXT once on load
- * (used by the tests). An API key, when the server wants one, is asked for and kept in
+ * (used by the tests; &temperature=T sets the sampling temperature). An API key, when the server wants one, is asked for and kept in
  * localStorage. */
 #include "server/http.h"
 
@@ -28,7 +28,8 @@ const char srv_chat_page[] =
     "'use strict';\n"
     "const log=document.getElementById('log'),input=document.getElementById('input'),imageInput=document.getElementById('image');\n"
     "const statusEl=document.getElementById('status'),sendBtn=document.getElementById('send');\n"
-    "let messages=[];let busy=false;\n"
+    "let messages=[];let busy=false;const params=new URLSearchParams(location.search);\n"
+    "function request(){const r={messages:messages,stream:true};const t=params.get('temperature');if(t!==null)r.temperature=Number(t);return JSON.stringify(r);}\n"
     "function key(){return localStorage.getItem('q35-api-key')||'';}\n"
     "function headers(){const h={'Content-Type':'application/json'};if(key())h['Authorization']='Bearer '+key();return h;}\n"
     "function bubble(cls,text,img){const d=document.createElement('div');d.className='msg '+cls;d.textContent=text;"
@@ -44,9 +45,9 @@ const char srv_chat_page[] =
     "  bubble('user',text,img);messages.push({role:'user',content:content});\n"
     "  const out=bubble('assistant','');out.id='reply-'+messages.length;let answer='';\n"
     "  try{\n"
-    "    let resp=await fetch('/v1/chat/completions',{method:'POST',headers:headers(),body:JSON.stringify({messages:messages,stream:true})});\n"
+    "    let resp=await fetch('/v1/chat/completions',{method:'POST',headers:headers(),body:request()});\n"
     "    if(resp.status===401){const k=prompt('API key');if(k!==null){localStorage.setItem('q35-api-key',k);"
-    "resp=await fetch('/v1/chat/completions',{method:'POST',headers:headers(),body:JSON.stringify({messages:messages,stream:true})});}}\n"
+    "resp=await fetch('/v1/chat/completions',{method:'POST',headers:headers(),body:request()});}}\n"
     "    if(!resp.ok){let m=resp.status+' '+resp.statusText;try{m=(await resp.json()).error.message;}catch(e){}throw new Error(m);}\n"
     "    const reader=resp.body.getReader(),dec=new TextDecoder();let buf='';\n"
     "    for(;;){const {value,done}=await reader.read();if(done)break;buf+=dec.decode(value,{stream:true});\n"
@@ -63,5 +64,5 @@ const char srv_chat_page[] =
     "input.addEventListener('keydown',e=>{if(e.key==='Enter'&&!e.shiftKey){e.preventDefault();document.getElementById('form').requestSubmit();}});\n"
     "document.getElementById('reset').addEventListener('click',()=>{messages=[];log.textContent='';});\n"
     "fetch('/v1/models',{headers:headers()}).then(r=>r.json()).then(j=>{document.getElementById('model').textContent=j.data[0].id;}).catch(()=>{});\n"
-    "const q=new URLSearchParams(location.search).get('q');if(q)send(q);\n"
+    "const q=params.get('q');if(q)send(q);\n"
     "</script></body></html>\n";

@@ -93,6 +93,7 @@ static int parse_params(const cJSON *o, const srv_request_ctx *ctx, srv_request 
     if (rc) g->max_tokens = (int)ll;
     if ((rc = get_int(o, "max_completion_tokens", 1, 1e9, &ll, err)) < 0) return -1;
     if (rc) g->max_tokens = (int)ll;
+    if (get_bool(o, "ignore_eos", &g->ignore_eos, err) < 0) return -1; /* extension (vLLM, llama.cpp) */
     if (parse_stop(o, g, err)) return -1;
     if (get_bool(o, "stream", &r->stream, err) < 0) return -1;
     const cJSON *so = field(o, "stream_options");
