@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Reads q35 serve responses for tests/cli/serve.sh (standard library only).
-  serve_check.py get FILE PATH      print a field of a JSON body (PATH like choices.0.message.content);
-                                    strings print raw, other values as JSON; exit 1 when absent
-  serve_check.py sse FILE WHAT      check a server-sent-event stream (every event 'data: JSON', the
+  serve_check.py get FILE PATH...   print fields of a JSON body (PATH like choices.0.message.content),
+                                    separated by spaces; strings print raw, other values as JSON;
+                                    an absent field prints as "-" and the exit status is 1
+  serve_check.py sse FILE WHAT...   check a server-sent-event stream (every event 'data: JSON', the
                                     last 'data: [DONE]', one id, the role first for chat) and print
-                                    WHAT: text (the joined deltas), finish (the finish_reason), or
-                                    usage (prompt completion total of the usage chunk)
+                                    each WHAT, separated by spaces: text (the joined deltas), finish
+                                    (the finish_reason), usage (prompt completion total of the usage
+                                    chunk)
   serve_check.py before TEXT STOP   print TEXT up to the first STOP"""
 import json
 import sys
@@ -24,7 +26,7 @@ def emit(v):
     sys.stdout.write(v if isinstance(v, str) else json.dumps(v))
 
 
-def sse(path, what):
+def sse(path, whats):
     raw = open(path, encoding="utf-8").read()
     if not raw.endswith("\n\n"):
         sys.exit("%s: the stream does not end with a blank line" % path)
@@ -56,24 +58,37 @@ def sse(path, what):
                 sys.exit("%s: unexpected object %r" % (path, c["object"]))
             if ch.get("finish_reason"):
                 finish = ch["finish_reason"]
-    if what == "text":
-        emit(text)
-    elif what == "finish":
-        emit(finish or "")
-    elif what == "usage":
-        if not usage:
-            sys.exit("%s: no usage chunk" % path)
-        emit("%d %d %d" % (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]))
+    out = []
+    for what in whats:
+        if what == "text":
+            out.append(text)
+        elif what == "finish":
+            out.append(finish or "")
+        elif what == "usage":
+            if not usage:
+                sys.exit("%s: no usage chunk" % path)
+            out.append("%d %d %d" % (usage["prompt_tokens"], usage["completion_tokens"], usage["total_tokens"]))
+    emit(" ".join(out))
 
 
 cmd = sys.argv[1]
 if cmd == "get":
     try:
-        emit(field(json.load(open(sys.argv[2], encoding="utf-8")), sys.argv[3]))
-    except (KeyError, IndexError, TypeError, ValueError) as e:
-        sys.exit("%s: no %s (%s)" % (sys.argv[2], sys.argv[3], e))
+        doc = json.load(open(sys.argv[2], encoding="utf-8"))
+    except ValueError as e:
+        sys.exit("%s: not JSON (%s)" % (sys.argv[2], e))
+    out, status = [], 0
+    for path in sys.argv[3:]:
+        try:
+            v = field(doc, path)
+            out.append(v if isinstance(v, str) else json.dumps(v))
+        except (KeyError, IndexError, TypeError, ValueError):
+            out.append("-")
+            status = 1
+    emit(" ".join(out))
+    sys.exit(status)
 elif cmd == "sse":
-    sse(sys.argv[2], sys.argv[3])
+    sse(sys.argv[2], sys.argv[3:])
 elif cmd == "before":
     t, s = sys.argv[2], sys.argv[3]
     emit(t[: t.find(s)] if s in t else t)
