@@ -179,6 +179,10 @@ q35_status q35_session_set_keys(q35_session *s, int pos0, const uint64_t *keys, 
  * point (the mark): resuming there, or from a checkpoint (each is one), and evaluating the rest in
  * one call gives bitwise the logits of evaluating everything from the start. */
 int q35_session_exact_pos(const q35_session *s);
+/* The grid: tokens per prompt chunk. Evaluating [a, b) with a and b multiples of it (or b the end)
+ * keeps exactness, so a caller can stop at a grid point to checkpoint a prefix it expects to see
+ * again (a chat stops before the generation prompt, which the next turn renders differently). */
+int q35_session_chunk(const q35_session *s);
 /* Back to position pos: the current one, the exact point, or 0. Anything else: Q35_ERR_ARG. */
 q35_status q35_session_truncate(q35_session *s, int pos);
 

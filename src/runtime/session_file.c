@@ -184,11 +184,6 @@ q35_status q35_session_load_ex(q35_session *s, const char *path, void **blob, si
                       scalars_layout);
     else if (P < 0 || mark_pos < 0 || mark_pos > P || cap <= 0)
         st = q35_fail(Q35_ERR_FORMAT, "session file %s: bad positions (pos %d, exact point %d, grid %d)", path, P, mark_pos, cap);
-    else if (P > s->n_ctx)
-        st = q35_fail(Q35_ERR_CONTEXT, "session file %s: holds %d tokens; this session's context is %d (raise --ctx)", path, P, s->n_ctx);
-    else if (cap != s->sc.cap)
-        st = q35_fail(Q35_ERR_ARG, "session file %s: saved with prompt chunks of %d tokens; this session uses %d (Q35_PROMPT_CHUNK)", path, cap,
-                      s->sc.cap);
     section *sec = NULL;
     int n_sec = 0;
     q35_seq_scalars cur, mark;
@@ -207,6 +202,11 @@ q35_status q35_session_load_ex(q35_session *s, const char *path, void **blob, si
         else if (n_blob > size || size != SESS_HEADER + state_bytes + n_blob + 4)
             st = q35_fail(Q35_ERR_FORMAT, "session file %s: truncated or padded (%llu bytes; the header says %llu)", path,
                           (unsigned long long)size, (unsigned long long)(SESS_HEADER + state_bytes + n_blob + 4));
+        else if (P > s->n_ctx)
+            st = q35_fail(Q35_ERR_CONTEXT, "session file %s: holds %d tokens; this session's context is %d (raise --ctx)", path, P, s->n_ctx);
+        else if (cap != s->sc.cap)
+            st = q35_fail(Q35_ERR_ARG, "session file %s: saved with prompt chunks of %d tokens; this session uses %d (Q35_PROMPT_CHUNK)", path,
+                          cap, s->sc.cap);
     }
     /* Read everything into one buffer and check the sum before touching the session. */
     unsigned char *body = NULL;

@@ -37,6 +37,7 @@ void q35_snapshot_mark(q35_session *s) {
 const int32_t *q35_session_tokens(const q35_session *s) { return s->tokens; }
 const uint64_t *q35_session_keys(const q35_session *s) { return s->keys; }
 int q35_session_exact_pos(const q35_session *s) { return s->mark_scalars.pos; }
+int q35_session_chunk(const q35_session *s) { return s->sc.cap; }
 
 q35_status q35_session_set_keys(q35_session *s, int pos0, const uint64_t *keys, int n) {
     if (pos0 < 0 || n < 0 || n > s->pos - pos0 || (n > 0 && !keys))
