@@ -189,6 +189,11 @@ static void test_restore_longest(void) {
     q35_session *s16 = new_session(m, 16, 512);
     CHECK(s16 && q35_prefix_cache_restore(c, s16, base, 64, &r) == Q35_OK && r == 0, "chunk 16 session resumed at %d", r);
     q35_session_free(s16);
+    setenv("Q35_GDN_CHUNK", "4", 1); /* nor one whose Gated DeltaNet runs other sub-chunks */
+    q35_session *g4 = new_session(m, 8, 512);
+    unsetenv("Q35_GDN_CHUNK");
+    CHECK(g4 && q35_prefix_cache_restore(c, g4, base, 64, &r) == Q35_OK && r == 0, "GDN chunk 4 session resumed at %d", r);
+    q35_session_free(g4);
     q35_prefix_cache_free(c);
     q35_model_free(m);
 }

@@ -121,11 +121,11 @@ static void test_generate_session(void) {
     free(c);
     /* Raw mode: ids X then Y continue like X + generated + Y at once. */
     unlink(sess_p);
-    snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids 5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24 --print-ids -n 6 -q "
+    snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids 5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24 --print-ids -n 6 --greedy -q "
              "--session %s > %s 2> %s", bin, tiny, sess_p, out_p, err_p);
     CHECK(sh(cmd) == 0, "raw 1: %s", slurp(err_p));
     char *r1 = slurp(out_p);
-    snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids 30,31,32,33,34,35,36,37,38,39,40,41,42,43,44 --print-ids -n 6 -q --session %s > %s 2> %s",
+    snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids 30,31,32,33,34,35,36,37,38,39,40,41,42,43,44 --print-ids -n 6 --greedy -q --session %s > %s 2> %s",
              bin, tiny, sess_p, out_p, err_p);
     CHECK(sh(cmd) == 0, "raw 2: %s", slurp(err_p));
     char *r2 = slurp(out_p);
@@ -136,7 +136,7 @@ static void test_generate_session(void) {
         while (*p == ' ' || *p == '\n') p++;
     }
     strcat(ids, ",30,31,32,33,34,35,36,37,38,39,40,41,42,43,44");
-    snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids %s --print-ids -n 6 -q --no-reuse > %s 2> %s", bin, tiny, ids, out_p, err_p);
+    snprintf(cmd, sizeof cmd, "%s generate -m %s --prompt-ids %s --print-ids -n 6 --greedy -q --no-reuse > %s 2> %s", bin, tiny, ids, out_p, err_p);
     CHECK(sh(cmd) == 0, "raw at once: %s", slurp(err_p));
     char *r12 = slurp(out_p);
     CHECK(strlen(r1) > 2 && !strcmp(r2, r12), "raw continuation %s vs at once %s (ids %s)", r2, r12, ids);

@@ -50,10 +50,13 @@ void q35_prefix_cache_stats(q35_prefix_cache *c, int *n_checkpoints, size_t *byt
     pthread_mutex_unlock(&c->lock);
 }
 
-/* Index of the entry holding exactly keys[0..P) on grid cap, or -1 (lock held). */
-static int find_exact(const q35_prefix_cache *c, const uint64_t *keys, int P, int cap) {
+/* 1: the snapshot is exact on the session's chunk grid. */
+static int same_grid(const q35_snapshot *e, const q35_session *s) { return e->cap == s->sc.cap && e->gdn_chunk == s->sc.gdn_chunk; }
+
+/* Index of the entry holding exactly keys[0..P) on s's grid, or -1 (lock held). */
+static int find_exact(const q35_prefix_cache *c, const uint64_t *keys, int P, const q35_session *s) {
     for (int i = 0; i < c->n; i++)
-        if (c->e[i].snap.v.pos == P && c->e[i].snap.cap == cap && !memcmp(c->e[i].snap.keys, keys, sizeof(uint64_t) * (size_t)P)) return i;
+        if (c->e[i].snap.v.pos == P && same_grid(&c->e[i].snap, s) && !memcmp(c->e[i].snap.keys, keys, sizeof(uint64_t) * (size_t)P)) return i;
     return -1;
 }
 
@@ -70,7 +73,7 @@ q35_status q35_prefix_cache_save(q35_prefix_cache *c, const q35_session *s) {
     const size_t bytes = q35_snapshot_bytes(&s->m->cfg, P);
     if (bytes > c->budget) return Q35_OK; /* would evict everything and still not fit */
     pthread_mutex_lock(&c->lock);
-    int i = find_exact(c, s->keys, P, s->sc.cap);
+    int i = find_exact(c, s->keys, P, s);
     if (i >= 0) c->e[i].last_use = ++c->tick;
     pthread_mutex_unlock(&c->lock);
     if (i >= 0) return Q35_OK;
@@ -78,7 +81,7 @@ q35_status q35_prefix_cache_save(q35_prefix_cache *c, const q35_session *s) {
     q35_status st = q35_snapshot_of_mark(s, &snap);
     if (st) return st;
     pthread_mutex_lock(&c->lock);
-    if (find_exact(c, snap.keys, P, snap.cap) >= 0) { /* another thread stored the same meanwhile */
+    if (find_exact(c, snap.keys, P, s) >= 0) { /* another thread stored the same meanwhile */
         pthread_mutex_unlock(&c->lock);
         q35_snapshot_free(&snap);
         return Q35_OK;
@@ -121,7 +124,7 @@ q35_status q35_prefix_cache_restore_keys(q35_prefix_cache *c, q35_session *s, co
         int pick = -1;
         for (int i = 0; i < c->n; i++) {
             const q35_snapshot *e = &c->e[i].snap;
-            if (e->v.pos > best && e->v.pos < n && e->v.pos <= s->n_ctx && e->cap == s->sc.cap &&
+            if (e->v.pos > best && e->v.pos < n && e->v.pos <= s->n_ctx && same_grid(e, s) &&
                 !memcmp(e->keys, keys, sizeof(uint64_t) * (size_t)e->v.pos)) {
                 best = e->v.pos;
                 pick = i;

@@ -1,10 +1,10 @@
 /* Session files: a session's whole sequence state on disk.
  *
  * Layout (version 1; native byte order, little-endian on every supported CPU, checked by a probe):
- *   header, 64 bytes:
+ *   header, 72 bytes:
  *     0  char[8]  magic "Q35SESS\0"
  *     8  u32      format version (1)
- *    12  u32      header bytes (64)
+ *    12  u32      header bytes (72)
  *    16  u64      model fingerprint (q35_model_fingerprint: config, tensor formats and shapes, samples)
  *    24  u64      layout hash of the scalar state (the Q35_SEQ_SCALARS list and its size)
  *    32  i32      pos: positions held (P)
@@ -13,6 +13,8 @@
  *    44  u32      byte-order probe 0x01020304
  *    48  u64      state bytes (the sections below)
  *    56  u64      blob bytes (the caller's opaque data)
+ *    64  i32      Gated DeltaNet sub-chunk the state was evaluated with
+ *    68  u32      0 (reserved)
  *   sections: scalars at pos | scalars at the mark | tokens i32[P] | keys u64[P] | conv | rec |
  *             mark conv | mark rec | per full layer: key rows f32[P][n_kv*hd], value rows f32[P][n_kv*hd]
  *   blob
@@ -32,7 +34,7 @@
 
 #define SESS_MAGIC "Q35SESS"
 #define SESS_VERSION 1u
-#define SESS_HEADER 64
+#define SESS_HEADER 72
 #define SESS_PROBE 0x01020304u
 
 #define Q35_X_NAME(type, name) #type " " #name ";"
@@ -108,6 +110,7 @@ q35_status q35_session_save_ex(const q35_session *s, const char *path, const voi
     put32(h + 44, SESS_PROBE);
     put64(h + 48, state_bytes);
     put64(h + 56, blob_len);
+    put32(h + 64, (uint32_t)s->sc.gdn_chunk);
     const size_t tlen = strlen(path) + 32;
     char *tmp = malloc(tlen);
     if (!tmp) {
@@ -169,7 +172,7 @@ q35_status q35_session_load_ex(q35_session *s, const char *path, void **blob, si
     }
     q35_status st = Q35_OK;
     const uint64_t state_bytes = get64(h + 48), n_blob = get64(h + 56);
-    const int P = (int)get32(h + 32), mark_pos = (int)get32(h + 36), cap = (int)get32(h + 40);
+    const int P = (int)get32(h + 32), mark_pos = (int)get32(h + 36), cap = (int)get32(h + 40), gdn_chunk = (int)get32(h + 64);
     if (memcmp(h, SESS_MAGIC, 8) != 0)
         st = q35_fail(Q35_ERR_FORMAT, "session file %s: not a q35 session file (bad magic)", path);
     else if (get32(h + 8) != SESS_VERSION)
@@ -204,9 +207,10 @@ q35_status q35_session_load_ex(q35_session *s, const char *path, void **blob, si
                           (unsigned long long)size, (unsigned long long)(SESS_HEADER + state_bytes + n_blob + 4));
         else if (P > s->n_ctx)
             st = q35_fail(Q35_ERR_CONTEXT, "session file %s: holds %d tokens; this session's context is %d (raise --ctx)", path, P, s->n_ctx);
-        else if (cap != s->sc.cap)
-            st = q35_fail(Q35_ERR_ARG, "session file %s: saved with prompt chunks of %d tokens; this session uses %d (Q35_PROMPT_CHUNK)", path,
-                          cap, s->sc.cap);
+        else if (cap != s->sc.cap || gdn_chunk != s->sc.gdn_chunk)
+            st = q35_fail(Q35_ERR_ARG,
+                          "session file %s: saved with prompt chunks of %d and %d tokens; this session uses %d and %d (Q35_PROMPT_CHUNK, "
+                          "Q35_GDN_CHUNK)", path, cap, gdn_chunk, s->sc.cap, s->sc.gdn_chunk);
     }
     /* Read everything into one buffer and check the sum before touching the session. */
     unsigned char *body = NULL;

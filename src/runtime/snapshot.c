@@ -83,6 +83,7 @@ q35_status q35_snapshot_of_mark(const q35_session *s, q35_snapshot *out) {
     memset(out, 0, sizeof *out);
     out->v = s->mark_scalars;
     out->cap = s->sc.cap;
+    out->gdn_chunk = s->sc.gdn_chunk;
     out->conv = malloc(sizeof(float) * q35_conv_floats(c));
     out->rec = malloc(sizeof(float) * q35_rec_floats(c));
     out->kv = malloc(sizeof(float) * (2 * (size_t)c->n_full * rows + 1));

@@ -77,7 +77,8 @@ void q35_snapshot_mark(struct q35_session *s);
 /* A copy of a session's state at its mark: what a prefix-cache checkpoint holds. */
 typedef struct q35_snapshot {
     q35_seq_scalars v; /* v.pos = P, the positions it holds */
-    int cap;           /* the chunk grid it is exact on */
+    int cap;           /* the chunk grid it is exact on (with gdn_chunk: the chunks a fresh evaluation runs) */
+    int gdn_chunk;     /* the Gated DeltaNet sub-chunk it was evaluated with */
     float *conv;       /* [n_linear][K-1][C] */
     float *rec;        /* [n_linear][Hv][dk][dv] */
     float *kv;         /* [n_full][2][P][n_kv*hd] each full layer's key rows, then its value rows */
