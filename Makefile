@@ -3,7 +3,7 @@
 # every tests/test_*.c becomes build/tests/<name> linked against libq35.a.
 CC      ?= cc
 BUILD   ?= build
-PKGS    := libpcre2-8 libcjson libutf8proc
+PKGS    := libpcre2-8 libcjson libutf8proc zlib
 PKGS    += libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS))

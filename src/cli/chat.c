@@ -1,7 +1,9 @@
 /* q35 chat: an interactive multi-turn conversation. Each turn renders the whole conversation with
- * the chat template; when what the session already holds is a prefix of it, only the new tokens
- * are evaluated, otherwise the session starts over (the template drops earlier thinking, so the
- * text of past turns can change). Works on a terminal and with piped stdin. */
+ * the chat template and resumes from the longest exact checkpoint of it (the session's own or one
+ * in the prefix cache; q35.h), so only the tail is evaluated and the output is bit for bit that of
+ * evaluating everything (--no-reuse). The template drops earlier thinking, so the text of past
+ * turns can change: the cache then supplies an earlier checkpoint. --session FILE keeps the
+ * conversation across runs. Works on a terminal and with piped stdin. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,8 +85,7 @@ int cmd_chat(int argc, char **argv) {
     q35_model *model = NULL;
     q35_session *s = NULL;
     cJSON *msgs = cJSON_CreateArray();
-    int32_t *hist = NULL; /* tokens the session holds */
-    size_t n_hist = 0;
+    q35_prefix_cache *cache = NULL;
     char *line = NULL;
     size_t line_cap = 0;
     q35_status st;
@@ -94,6 +95,25 @@ int cmd_chat(int argc, char **argv) {
     q35_model_get_info(model, &info);
     if (g.n_ctx > info.max_ctx) g.n_ctx = info.max_ctx;
     if ((st = q35_session_new(model, g.n_ctx, &s))) { rc = cli_fail("", st); goto done; }
+    cache = cli_prefix_cache(&g, model);
+    if (g.session) {
+        cJSON *conv = NULL;
+        if ((rc = cli_session_load(s, g.session, &conv))) goto done;
+        cJSON *loaded = cJSON_DetachItemFromObjectCaseSensitive(conv, "messages");
+        if (conv && !cJSON_IsArray(loaded)) {
+            cli_error("--session %s: not a chat conversation (made by q35 generate --raw or --prompt-ids?)", g.session);
+            cJSON_Delete(loaded);
+            cJSON_Delete(conv);
+            rc = 1;
+            goto done;
+        }
+        cJSON_Delete(conv);
+        if (loaded) {
+            cJSON_Delete(msgs);
+            msgs = loaded;
+            if (tty) fprintf(stderr, "(%d messages loaded from %s)\n", cJSON_GetArraySize(msgs), g.session);
+        }
+    }
     cli_stops stops;
     cli_stops_init(&stops, dir, tok);
     const int default_think = cli_template_default_thinking(dir);
@@ -162,21 +182,10 @@ int cmd_chat(int argc, char **argv) {
             free(ids);
             continue;
         }
-        /* Reuse the session when it holds a prefix of the new prompt. */
-        size_t common = 0;
-        while (common < n_hist && common < n_ids && hist[common] == ids[common]) common++;
-        if (common < n_hist || common == n_ids) {
-            q35_session_reset(s);
-            n_hist = common = 0;
-        }
-        const int before = q35_session_pos(s);
-        int r = cli_generate(s, tok, &g, &stops, ids + common, n_ids - common, stdout, &stop_answer, &gen, &n_gen, !quiet);
+        int r = cli_generate_reuse(s, cache, tok, &g, &stops, ids, n_ids, cli_stable_prefix(tok, ids, n_ids), stdout, &stop_answer, &gen, &n_gen, !quiet);
         putchar('\n');
         fflush(stdout);
         if (r) {
-            /* Nothing usable was kept: start the next turn from scratch. */
-            q35_session_reset(s);
-            n_hist = 0;
             free(ids);
             free(gen);
             if (q35_session_ctx(s) <= (int)n_ids) {
@@ -185,18 +194,6 @@ int cmd_chat(int argc, char **argv) {
             continue;
         }
         if (stop_answer) fprintf(stderr, "(answer stopped)\n");
-        /* The session now holds ids + the generated tokens it evaluated. */
-        const size_t evaluated = (size_t)(q35_session_pos(s) - before) - (n_ids - common);
-        int32_t *nh = realloc(hist, sizeof(int32_t) * (n_ids + evaluated + 1));
-        if (nh) {
-            hist = nh;
-            memcpy(hist, ids, sizeof(int32_t) * n_ids);
-            memcpy(hist + n_ids, gen, sizeof(int32_t) * evaluated);
-            n_hist = n_ids + evaluated;
-        } else {
-            q35_session_reset(s);
-            n_hist = 0;
-        }
         /* Remember the answer (without its stop token) for the next turn. */
         size_t keep = n_gen;
         if (keep && cli_is_stop(&stops, gen[keep - 1])) keep--;
@@ -204,6 +201,13 @@ int cmd_chat(int argc, char **argv) {
         if (q35_detokenize(tok, gen, keep, &answer) == Q35_OK) {
             add_message(msgs, "user", line);
             add_message(msgs, "assistant", answer);
+            if (g.session) {
+                cJSON *conv = cJSON_CreateObject();
+                cJSON_AddStringToObject(conv, "format", "q35-chat");
+                cJSON_AddItemReferenceToObject(conv, "messages", msgs);
+                if (cli_session_save(s, g.session, conv)) rc = 1;
+                cJSON_Delete(conv);
+            }
         }
         free(answer);
         free(ids);
@@ -211,7 +215,7 @@ int cmd_chat(int argc, char **argv) {
     }
 done:
     free(line);
-    free(hist);
+    q35_prefix_cache_free(cache);
     free(system);
     cJSON_Delete(msgs);
     q35_session_free(s);

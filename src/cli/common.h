@@ -35,6 +35,9 @@ typedef struct cli_gen {
     int print_ids;
     FILE *dump_logits;
     q35_load_opts load;   /* --weights, --mmap */
+    int reuse;            /* 1: resume from exact checkpoints (default); 0: --no-reuse, every prompt from the start */
+    long cache_mib;       /* --cache-mib: the prefix cache's budget */
+    const char *session;  /* --session FILE or NULL */
 } cli_gen;
 
 /* Parse one sampling / context option at argv[*i] (advancing *i past its value). Returns 1 if it
@@ -48,4 +51,23 @@ void cli_gen_defaults(cli_gen *g, const char *dir);
  * ids are appended to *gen (malloc'd) when gen is not NULL. */
 int cli_generate(q35_session *s, const q35_tokenizer *tok, const cli_gen *g, const cli_stops *stops, const int32_t *prompt,
                  size_t n_prompt, FILE *out, volatile int *interrupt, int32_t **gen, size_t *n_gen, int verbose);
+
+/* The prefix cache of --cache-mib for a model (NULL with --no-reuse, --cache-mib 0, or on failure). */
+q35_prefix_cache *cli_prefix_cache(const cli_gen *g, const q35_model *m);
+/* cli_generate for a whole prompt: resume s at the longest exact prefix of prompt it holds or the
+ * cache has (with --no-reuse, start over), evaluate the rest, generate, and checkpoint. stable:
+ * how many leading prompt tokens later prompts are expected to share (a chat: up to the
+ * generation prompt); a checkpoint is also taken at the last grid point within them. */
+int cli_generate_reuse(q35_session *s, q35_prefix_cache *cache, const q35_tokenizer *tok, const cli_gen *g, const cli_stops *stops,
+                       const int32_t *prompt, size_t n_prompt, size_t stable, FILE *out, volatile int *interrupt, int32_t **gen,
+                       size_t *n_gen, int verbose);
+/* The tokens before the last <|im_start|> of a rendered prompt (what the next turn renders the same). */
+size_t cli_stable_prefix(const q35_tokenizer *tok, const int32_t *ids, size_t n);
+
+/* --session files. The library stores the state and an opaque blob; the CLI's blob is a JSON
+ * object: {"format": "q35-chat", "messages": [...]} (chat, and generate with the template) or
+ * {"format": "q35-raw", "tokens": [...]} (generate --raw / --prompt-ids: every token so far).
+ * cli_session_load: *conv NULL when path does not exist yet; 1 (after a message) on a bad file. */
+int cli_session_load(q35_session *s, const char *path, cJSON **conv);
+int cli_session_save(const q35_session *s, const char *path, const cJSON *conv);
 #endif
