@@ -186,7 +186,7 @@ static void test_response_json(void) {
 /* Greedy tokens of a plain session, the reference for the engine. */
 static int greedy_ref(const int32_t *prompt, int n, int steps, int32_t *out) {
     q35_session *s;
-    if (q35_session_new(model, 256, &s)) return -1;
+    if (q35_session_new(model, 512, &s)) return -1;
     int32_t next;
     int k = 0;
     if (q35_session_eval_argmax(s, prompt, n, &next, NULL) == Q35_OK)
@@ -208,7 +208,7 @@ static char *wait_all(srv_job *j, srv_job_view *v) {
 
 static void test_engine(void) {
     srv_engine *e;
-    srv_engine_opts o = {256, 2, 8};
+    srv_engine_opts o = {256, 2, 8, 0, NULL};
     CHECK(srv_engine_new(model, tok, NULL, 0, &o, &e) == Q35_OK, "%s", q35_last_error());
     if (!e) return;
     const char *prompts[3] = {"The meaning of", "Once upon a time", "Computers are"};
@@ -262,6 +262,63 @@ static void test_engine(void) {
     srv_engine_free(e);
 }
 
+/* Two requests sharing a long prefix: the second resumes from the first one's checkpoint (cached
+ * tokens = the last grid point of the shared, stable part) and still gives the plain session's
+ * greedy tokens. */
+static void test_engine_reuse(void) {
+    q35_prefix_cache *cache = NULL;
+    CHECK(q35_prefix_cache_new(model, 64 << 20, &cache) == Q35_OK, "%s", q35_last_error());
+    srv_engine *e = NULL;
+    srv_engine_opts o = {512, 2, 8, 1, cache};
+    CHECK(srv_engine_new(model, tok, NULL, 0, &o, &e) == Q35_OK, "%s", q35_last_error());
+    if (!e || !cache) {
+        srv_engine_free(e);
+        q35_prefix_cache_free(cache);
+        return;
+    }
+    char text[4096] = "";
+    for (int i = 0; i < 40; i++) strcat(text, "The cat sat on the mat and looked at the moon. ");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(q35_tokenize(tok, text, strlen(text), 0, &ids, &n) == Q35_OK && n > 300, "%zu tokens", n);
+    if (n <= 300) {
+        free(ids);
+        srv_engine_free(e);
+        q35_prefix_cache_free(cache);
+        return;
+    }
+    const int chunk = 128;
+    const int lens[2] = {200, 300}; /* request 2 extends request 1's prompt */
+    int cached[2] = {-1, -1};
+    for (int r = 0; r < 2; r++) {
+        srv_gen_params p;
+        memset(&p, 0, sizeof p);
+        q35_sampler_default_params(&p.sp);
+        p.sp.temperature = 0;
+        p.sp.presence_penalty = 0;
+        p.sp.repetition_penalty = 1;
+        p.max_tokens = 8;
+        p.stable = lens[r] - 4;
+        srv_job *j = srv_job_new(ids, lens[r], &p);
+        CHECK(j && srv_engine_submit(e, j) == Q35_OK, "submit");
+        srv_job_view v;
+        char *got = wait_all(j, &v);
+        cached[r] = v.n_cached;
+        int32_t ref[8];
+        char *want = NULL;
+        int k = greedy_ref(ids, lens[r], 8, ref);
+        CHECK(k == 8 && q35_detokenize(tok, ref, 8, &want) == Q35_OK, "reference");
+        CHECK(got && want && !strcmp(got, want), "request %d: '%s' vs '%s'", r, got ? got : "", want ? want : "");
+        free(got);
+        free(want);
+        srv_job_release(j);
+    }
+    CHECK(cached[0] == 0 && cached[1] == (lens[0] - 4) / chunk * chunk, "cached %d then %d tokens", cached[0], cached[1]);
+    free(ids);
+    srv_engine_free(e);
+    q35_prefix_cache_free(cache);
+}
+
 int main(void) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/models/talker", test_data_dir());
@@ -275,6 +332,7 @@ int main(void) {
     RUN(test_request_errors);
     RUN(test_response_json);
     RUN(test_engine);
+    if (!getenv("Q35_PROMPT_CHUNK")) RUN(test_engine_reuse); /* its numbers assume the default grid of 128 */
     q35_model_free(model);
     q35_tokenizer_free(tok);
     TEST_EXIT();

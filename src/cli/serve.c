@@ -26,6 +26,9 @@ static void help(FILE *f) {
             "  -t, --threads N       threads (default: all cores)\n"
             "  --weights W           native (as stored), bf16, q8 or q4: convert the matrices at load\n"
             "  --mmap                map the weight files (default: read them into memory)\n"
+            "  --cache-mib N         memory for checkpoints of earlier prompts, shared by all requests, MiB\n"
+            "                        (default 512; 0: each session resumes only from its own last prompt)\n"
+            "  --no-reuse            evaluate every prompt from the start (the output is the same, bit for bit)\n"
             "  -v, --verbose         log every request on stderr\n");
 }
 
@@ -78,7 +81,7 @@ int cmd_serve(int argc, char **argv) {
             help(stdout);
             return 0;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads") || !strcmp(a, "--ctx") || !strcmp(a, "-c") || !strcmp(a, "--weights") ||
-                   !strcmp(a, "--mmap")) {
+                   !strcmp(a, "--mmap") || !strcmp(a, "--cache-mib") || !strcmp(a, "--no-reuse")) {
             if (cli_gen_option(&g, argc, argv, &i) < 0) return 2;
         } else if (val && (!strcmp(a, "-m") || !strcmp(a, "--model"))) {
             dir = argv[++i];
@@ -119,6 +122,7 @@ int cmd_serve(int argc, char **argv) {
     q35_model *model = NULL;
     srv_engine *engine = NULL;
     srv_http *http = NULL;
+    q35_prefix_cache *cache = NULL;
     q35_status st;
     /* every thread started from here on inherits the blocked signals; main waits for them */
     sigset_t sigs;
@@ -137,7 +141,8 @@ int cmd_serve(int argc, char **argv) {
     }
     cli_stops stops;
     cli_stops_init(&stops, dir, tok);
-    srv_engine_opts eo = {g.n_ctx, (int)parallel, 64};
+    cache = cli_prefix_cache(&g, model);
+    srv_engine_opts eo = {g.n_ctx, (int)parallel, 64, g.reuse, cache};
     if ((st = srv_engine_new(model, tok, stops.ids, stops.n, &eo, &engine))) { rc = cli_fail("", st); goto done; }
     char model_id[256];
     model_id_of(model_path, model_id, sizeof model_id);
@@ -168,6 +173,7 @@ int cmd_serve(int argc, char **argv) {
 done:
     srv_http_stop(http);
     srv_engine_free(engine);
+    q35_prefix_cache_free(cache);
     q35_model_free(model);
     q35_tokenizer_free(tok);
     q35_set_log(NULL, NULL);

@@ -47,6 +47,8 @@ struct srv_engine {
     int32_t stop_ids[16];
     int n_stop_ids;
     int n_vocab, n_ctx, parallel, max_queue;
+    int reuse;
+    q35_prefix_cache *cache; /* NULL: each session resumes only from its own exact point */
     slot *slots;           /* [parallel] */
     pthread_t worker;
     int worker_started;
@@ -211,6 +213,9 @@ void srv_engine_load(srv_engine *e, int *active, int *queued) {
 
 static void slot_clear(srv_engine *e, slot *sl, srv_finish f, const char *error) {
     if (!sl->job) return;
+    q35_status st;
+    if ((f == SRV_FINISH_STOP || f == SRV_FINISH_LENGTH) && e->cache && (st = q35_prefix_cache_save(e->cache, sl->s)))
+        q35_log(Q35_LOG_WARN, "serve: no checkpoint: %s", q35_last_error()); /* after each answer */
     if (f == SRV_FINISH_CANCELLED)
         q35_log(Q35_LOG_INFO, "serve: request cancelled after %d of at most %d tokens", sl->job->n_generated, sl->job->p.max_tokens);
     else if (f == SRV_FINISH_ERROR)
@@ -230,15 +235,28 @@ static void slot_clear(srv_engine *e, slot *sl, srv_finish f, const char *error)
     sl->pending_len = 0;
 }
 
-/* Prefix reuse plugs in here: bring sl->s to the longest prefix of the job's prompt that can be
- * restored and return its length (the caller evaluates the rest, at least one token). Without a
- * prefix cache every request starts from an empty session. */
-static int slot_restore_prefix(srv_engine *e, slot *sl, const int32_t *prompt, int n_prompt) {
-    (void)e;
-    (void)prompt;
-    (void)n_prompt;
-    q35_session_reset(sl->s);
-    return 0;
+/* Bring sl->s to the longest exact prefix of the prompt the session or the prefix cache holds,
+ * evaluate up to the last grid point of the stable part and checkpoint there, then the rest; the
+ * last call gives the first token's logits (or argmax). Returns the tokens reused, or -1. */
+static int slot_eval_prompt(srv_engine *e, slot *sl, const srv_job *j) {
+    int ready = 0;
+    q35_status st;
+    if (!e->reuse) q35_session_reset(sl->s);
+    else if ((st = q35_prefix_cache_restore(e->cache, sl->s, j->prompt, j->n_prompt, &ready))) return -1;
+    const int reused = ready, chunk = q35_session_chunk(sl->s);
+    const int stable = j->p.stable > 0 && j->p.stable < j->n_prompt ? j->p.stable : j->n_prompt - 1;
+    const int grid = chunk > 0 ? stable / chunk * chunk : 0;
+    if (e->reuse && e->cache && grid > ready) { /* both pieces begin on the grid: still exact */
+        if ((st = q35_session_eval(sl->s, j->prompt + ready, grid - ready, NULL, NULL))) return -1;
+        if ((st = q35_prefix_cache_save(e->cache, sl->s))) q35_log(Q35_LOG_WARN, "serve: no checkpoint: %s", q35_last_error());
+        ready = grid;
+    }
+    const int32_t *rest = j->prompt + ready;
+    int n = j->n_prompt - ready;
+    st = sl->fast ? q35_session_eval_argmax(sl->s, rest, n, &sl->next_id, NULL) : q35_session_eval(sl->s, rest, n, sl->logits, NULL);
+    if (st) return -1;
+    if (e->cache && (st = q35_prefix_cache_save(e->cache, sl->s))) q35_log(Q35_LOG_WARN, "serve: no checkpoint: %s", q35_last_error());
+    return reused;
 }
 
 static int slot_start(srv_engine *e, slot *sl, srv_job *j) {
@@ -297,17 +315,14 @@ static void slot_step(srv_engine *e, slot *sl) {
         return;
     }
     if (!sl->prompt_done) {
-        int ready = slot_restore_prefix(e, sl, j->prompt, j->n_prompt);
-        pthread_mutex_lock(&j->mu);
-        j->n_cached = ready;
-        pthread_mutex_unlock(&j->mu);
-        const int32_t *rest = j->prompt + ready;
-        int n = j->n_prompt - ready;
-        st = sl->fast ? q35_session_eval_argmax(sl->s, rest, n, &sl->next_id, NULL) : q35_session_eval(sl->s, rest, n, sl->logits, NULL);
-        if (st) {
+        int reused = slot_eval_prompt(e, sl, j);
+        if (reused < 0) {
             slot_clear(e, sl, SRV_FINISH_ERROR, q35_last_error());
             return;
         }
+        pthread_mutex_lock(&j->mu);
+        j->n_cached = reused;
+        pthread_mutex_unlock(&j->mu);
         sl->prompt_done = 1;
         if (j->p.max_tokens <= 0) {
             slot_clear(e, sl, SRV_FINISH_LENGTH, NULL);
@@ -408,6 +423,8 @@ q35_status srv_engine_new(q35_model *m, const q35_tokenizer *tok, const int32_t 
     e->n_ctx = o->n_ctx > 0 && o->n_ctx < info.max_ctx ? o->n_ctx : info.max_ctx;
     e->parallel = o->parallel;
     e->max_queue = o->max_queue > 0 ? o->max_queue : 64;
+    e->reuse = o->reuse;
+    e->cache = o->cache;
     for (int i = 0; i < n_stop_ids && e->n_stop_ids < 16; i++) e->stop_ids[e->n_stop_ids++] = stop_ids[i];
     e->slots = calloc((size_t)e->parallel, sizeof *e->slots);
     if (!e->slots) {

@@ -1,7 +1,8 @@
 /* The generation engine of q35 serve: one worker thread owns the model and a fixed number of
  * sessions (slots); requests wait in a FIFO queue for a free slot, and the worker round-robins one
  * decode step over every active request, so concurrent clients advance at the same pace and each
- * gets the answer it would get alone (a prompt is evaluated in one call, as q35 generate does).
+ * gets the answer it would get alone (a prompt is evaluated in one call, as q35 generate does,
+ * or resumed from an exact checkpoint of the prefix cache, which gives bitwise the same logits).
  * Only the worker thread computes, so the thread pool is never entered from two threads.
  * HTTP threads create jobs, submit them, and read their text as it grows. */
 #ifndef Q35_SERVER_ENGINE_H
@@ -17,6 +18,8 @@ typedef struct srv_gen_params {
     float frequency_penalty; /* subtracted count(id) times from a generated token's logit */
     int max_tokens;          /* tokens to generate at most (clamped to the context) */
     int ignore_eos;          /* keep going past end-of-answer tokens (benchmarks, tests) */
+    int stable;              /* prompt tokens a later request may share (a chat: up to the generation
+                                prompt, which the next turn renders differently); checkpointed there */
     int n_stop;
     char *stop[SRV_MAX_STOPS]; /* malloc'd; the answer ends before the first occurrence */
 } srv_gen_params;
@@ -30,6 +33,8 @@ typedef struct srv_engine_opts {
     int n_ctx;      /* tokens per session */
     int parallel;   /* sessions decoding at once (slots) */
     int max_queue;  /* requests waiting for a slot before new ones are refused */
+    int reuse;      /* resume prompts from exact checkpoints (the output is bitwise the same) */
+    q35_prefix_cache *cache; /* shared checkpoints (NULL: only each session's own); not owned */
 } srv_engine_opts;
 
 /* Takes nothing over: model and tokenizer must outlive the engine. stop_ids: end-of-answer ids. */

@@ -242,6 +242,14 @@ int srv_request_parse(const char *body, size_t len, srv_kind kind, const srv_req
                   n, ctx->n_ctx);
         goto done;
     }
+    /* what a later request can share: a chat up to its generation prompt (the last <|im_start|>) */
+    r->gen.stable = r->n_tokens;
+    const int32_t im_start = kind == SRV_KIND_CHAT ? q35_token_id(ctx->tok, "<|im_start|>") : -1;
+    for (int i = r->n_tokens; im_start >= 0 && i-- > 0;)
+        if (r->tokens[i] == im_start) {
+            r->gen.stable = i;
+            break;
+        }
     int room = ctx->n_ctx - (int)n;
     if (r->gen.max_tokens < 0 || r->gen.max_tokens > room) r->gen.max_tokens = room;
     rc = 0;

@@ -2,7 +2,8 @@
 # q35 serve end to end on the committed tiny checkpoint (tests/data/models/talker), on loopback
 # ports the server picks itself: health and models, greedy chat and completions (non-streaming and
 # streaming) against `q35 generate`, stop sequences, max_tokens, concurrent requests against the
-# sequential answers, a client that disconnects mid-answer, every error status, the API key, the
+# sequential answers, prefix reuse across the turns of a conversation (bitwise the answer without
+# reuse), a client that disconnects mid-answer, every error status, the API key, the
 # openai Python package (pinned, installed into a venv), the chat page in headless Chromium, and a
 # clean exit on SIGTERM (the sanitizer run checks for leaks there).
 BIN=${Q35_BIN:-build/q35}
@@ -85,7 +86,7 @@ Q1="Tell me a fortune"
 "$BIN" generate -m "$M" -p "$Q1" --greedy -n 200 -q -t 2 --print-ids > "$WORK/gen1.ids"
 A1=$(cat "$WORK/gen1.txt")
 n_ids=$(wc -w < "$WORK/gen1.ids")
-t serve_reference_answer [ -n "$A1" ] && [ "$n_ids" -gt 3 ]
+t serve_reference_answer test -n "$A1" -a "$n_ids" -gt 3
 code=$(post /v1/chat/completions "{\"model\":\"talker\",\"messages\":[{\"role\":\"user\",\"content\":\"$Q1\"}],\"temperature\":0,\"max_tokens\":200}" "$WORK/c1.json")
 same serve_chat_greedy "$code $($CHECK get "$WORK/c1.json" choices.0.message.content)" "200 $A1"
 set -- $($CHECK get "$WORK/c1.json" choices.0.finish_reason usage.prompt_tokens usage.completion_tokens usage.total_tokens object)
@@ -170,6 +171,25 @@ same serve_disconnect_freed "$($CHECK get "$WORK/h2.json" active queued)" "0 0"
 code=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"$Q1\"}],\"temperature\":0,\"max_tokens\":200}" "$WORK/c1b.json")
 same serve_after_disconnect "$code $($CHECK get "$WORK/c1b.json" choices.0.message.content)" "200 $A1"
 
+# ---- prefix reuse: turn 2 of a conversation resumes from turn 1's checkpoint (a system message
+# longer than the 128-token grid), with the answer a server without reuse gives (checked below)
+SYS=$(python3 -c 'print("You are a fortune teller who speaks in riddles about cats, code and the sea. " * 12)')
+code=$(post /v1/chat/completions "{\"messages\":[{\"role\":\"system\",\"content\":\"$SYS\"},{\"role\":\"user\",\"content\":\"$Q1\"}],\"temperature\":0,\"max_tokens\":40}" "$WORK/t1.json")
+set -- $($CHECK get "$WORK/t1.json" usage.prompt_tokens usage.prompt_tokens_details.cached_tokens)
+T1_PT=$1 T1_CACHED=$2
+T1=$($CHECK get "$WORK/t1.json" choices.0.message.content)
+python3 -c 'import json, sys; print(json.dumps({"messages": [{"role": "system", "content": sys.argv[1]}, {"role": "user", "content": sys.argv[2]},
+    {"role": "assistant", "content": sys.argv[3]}, {"role": "user", "content": "And another one?"}], "temperature": 0, "max_tokens": 40}))' \
+    "$SYS" "$Q1" "$T1" > "$WORK/turn2.json"
+code2=$(post /v1/chat/completions "@$WORK/turn2.json" "$WORK/t2.json")
+set -- $($CHECK get "$WORK/t2.json" usage.prompt_tokens usage.prompt_tokens_details.cached_tokens)
+T2_PT=$1 T2_CACHED=$2
+T2=$($CHECK get "$WORK/t2.json" choices.0.message.content)
+same serve_reuse_turn1 "$code $T1_CACHED" "200 0"
+# cached: a multiple of the 128-token grid, more than zero, within turn 1's prompt
+t serve_reuse_turn2 test "$code2" = 200 -a "$T1_PT" -gt 128 -a "$T2_CACHED" -ge 128 -a "$T2_CACHED" -le "$T1_PT" -a $((T2_CACHED % 128)) -eq 0
+echo "# turn 1: $T1_PT prompt tokens, $T1_CACHED cached; turn 2: $T2_PT prompt tokens, $T2_CACHED cached"
+
 # ---- errors: the OpenAI error object and its status
 MSG="\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}]"
 expect_error serve_err_json 400 /v1/chat/completions '{"messages": [' type invalid_request_error
@@ -222,7 +242,10 @@ for f in "$M"/*; do ln -s "$(cd "$(dirname "$f")" && pwd)/$(basename "$f")" "$NO
 rm "$NOVIS/config.json"
 python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c.pop("vision_config"); json.dump(c, open(sys.argv[2], "w"))' "$M/config.json" "$NOVIS/config.json"
 MAIN_URL=$URL MAIN_PID=$PID
-if start_server "$WORK/server2.log" -m "$NOVIS" --api-key sekret --parallel 1; then
+if start_server "$WORK/server2.log" -m "$NOVIS" --api-key sekret --parallel 1 --no-reuse; then
+    code=$(post /v1/chat/completions "@$WORK/turn2.json" "$WORK/t2n.json" -H 'Authorization: Bearer sekret')
+    same serve_reuse_same_answer "$code $($CHECK get "$WORK/t2n.json" usage.prompt_tokens_details.cached_tokens usage.prompt_tokens) [$($CHECK get "$WORK/t2n.json" choices.0.message.content)]" \
+        "200 0 $T2_PT [$T2]"
     expect_error serve_key_missing 401 /v1/chat/completions "{$MSG}" type authentication_error
     expect_error serve_key_wrong 401 /v1/chat/completions "{$MSG}" type authentication_error -H 'Authorization: Bearer nope'
     code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/models")
