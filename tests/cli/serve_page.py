@@ -30,7 +30,7 @@ def child_fds():
 chrome = os.environ.get("Q35_CHROMIUM") or next(
     (p for p in ("/usr/lib/chromium/chromium", "/usr/bin/chromium") if os.path.exists(p)), "chromium")
 proc = subprocess.Popen(
-    [chrome, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--remote-debugging-pipe",
+    [chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--remote-debugging-pipe",
      "--user-data-dir=" + os.environ.get("Q35_CHROME_PROFILE", "/tmp/q35-chrome-%d" % os.getpid()), "about:blank"],
     preexec_fn=child_fds, close_fds=False, stdout=subprocess.DEVNULL, stderr=None if os.environ.get("Q35_CHROME_LOG") else subprocess.DEVNULL)
 os.close(to_chrome_r)
