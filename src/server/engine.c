@@ -216,7 +216,10 @@ static void slot_clear(srv_engine *e, slot *sl, srv_finish f, const char *error)
     q35_status st;
     if ((f == SRV_FINISH_STOP || f == SRV_FINISH_LENGTH) && e->cache && (st = q35_prefix_cache_save(e->cache, sl->s)))
         q35_log(Q35_LOG_WARN, "serve: no checkpoint: %s", q35_last_error()); /* after each answer */
-    if (f == SRV_FINISH_CANCELLED)
+    if (f == SRV_FINISH_STOP || f == SRV_FINISH_LENGTH)
+        q35_log(Q35_LOG_INFO, "serve: answered: %d prompt tokens (%d reused), %d generated, %s", sl->job->n_prompt, sl->job->n_cached,
+                sl->job->n_generated, f == SRV_FINISH_STOP ? "stop" : "length");
+    else if (f == SRV_FINISH_CANCELLED)
         q35_log(Q35_LOG_INFO, "serve: request cancelled after %d of at most %d tokens", sl->job->n_generated, sl->job->p.max_tokens);
     else if (f == SRV_FINISH_ERROR)
         q35_log(Q35_LOG_WARN, "serve: request failed: %s", error ? error : "?");
