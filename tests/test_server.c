@@ -120,6 +120,9 @@ static void test_request_errors(void) {
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"max_tokens\":2.5}", "max_tokens", NULL, 0},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":[\"a\",\"b\",\"c\",\"d\",\"e\"]}", "stop", NULL, 0},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":{}}", "stop", NULL, 0},
+        {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stop\":\"0123456789012345678901234567890123456789012345678901234567890123"
+         "0123456789012345678901234567890123456789012345678901234567890123012345678901234567890123456789012345678901234567890123456789012301234"
+         "56789012345678901234567890123456789012345678901234567890123x\"}", "stop", NULL, 0},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"n\":3}", "n", NULL, 0},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":1}", "stream", NULL, 0},
         {"{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream_options\":true}", "stream_options", NULL, 0},

@@ -43,9 +43,13 @@ static int get_bool(const cJSON *o, const char *name, int *out, srv_err *err) {
     return 1;
 }
 
+#define SRV_MAX_STOP_BYTES 256
+
 static int parse_stop(const cJSON *o, srv_gen_params *g, srv_err *err) {
     const cJSON *v = field(o, "stop");
     if (!v) return 0;
+    if (cJSON_IsString(v) && strlen(v->valuestring) > SRV_MAX_STOP_BYTES)
+        return BAD(err, "stop", "'stop': a stop sequence may have at most %d bytes", SRV_MAX_STOP_BYTES);
     if (cJSON_IsString(v)) {
         if (!(g->stop[0] = strdup(v->valuestring))) return srv_error(err, 500, "server_error", NULL, "stop", "out of memory");
         g->n_stop = 1;
@@ -56,6 +60,8 @@ static int parse_stop(const cJSON *o, srv_gen_params *g, srv_err *err) {
     const cJSON *s;
     cJSON_ArrayForEach(s, v) {
         if (!cJSON_IsString(s)) return BAD(err, "stop", "'stop[%d]': expected a string", g->n_stop);
+        if (strlen(s->valuestring) > SRV_MAX_STOP_BYTES)
+            return BAD(err, "stop", "'stop[%d]': a stop sequence may have at most %d bytes", g->n_stop, SRV_MAX_STOP_BYTES);
         if (!(g->stop[g->n_stop] = strdup(s->valuestring))) return srv_error(err, 500, "server_error", NULL, "stop", "out of memory");
         g->n_stop++;
     }
