@@ -68,7 +68,7 @@ static void model_id_of(const char *path, char *out, size_t cap) {
 
 int cmd_serve(int argc, char **argv) {
     const char *dir = NULL, *host = "127.0.0.1", *api_key = NULL;
-    long port = 8080, parallel = 4, max_body = 16 << 20, l;
+    long port = 8080, parallel = 4, max_body = 16 << 20;
     for (int i = 1; i < argc; i++)
         if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) dir = argv[i + 1];
     char side_buf[4096];
@@ -113,7 +113,6 @@ int cmd_serve(int argc, char **argv) {
         cli_error("serve: --api-key must not be empty");
         return 2;
     }
-    (void)l;
     q35_set_log(log_sink, NULL);
     const char *model_path = dir;
     dir = cli_side_dir(model_path, side_buf, sizeof side_buf);
@@ -142,7 +141,7 @@ int cmd_serve(int argc, char **argv) {
     cli_stops stops;
     cli_stops_init(&stops, dir, tok);
     cache = cli_prefix_cache(&g, model);
-    srv_engine_opts eo = {g.n_ctx, (int)parallel, 64, g.reuse, cache};
+    srv_engine_opts eo = {g.n_ctx, (int)parallel, 64, g.reuse, cache, 512};
     if ((st = srv_engine_new(model, tok, stops.ids, stops.n, &eo, &engine))) { rc = cli_fail("", st); goto done; }
     char model_id[256];
     model_id_of(model_path, model_id, sizeof model_id);

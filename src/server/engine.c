@@ -31,6 +31,8 @@ typedef struct slot {
     q35_session *s;
     srv_job *job;          /* NULL: free */
     int prompt_done;
+    int prompt_pos;        /* prompt tokens in the session (-1: not started) */
+    int checkpoint_at;     /* grid point to checkpoint the stable part at (0: none) */
     q35_sampler *smp;
     q35_stream_decoder *dec;
     float *logits;         /* [n_vocab] logits of the last evaluated token (sampling path) */
@@ -47,7 +49,7 @@ struct srv_engine {
     int32_t stop_ids[16];
     int n_stop_ids;
     int n_vocab, n_ctx, parallel, max_queue;
-    int reuse;
+    int reuse, prefill_step;
     q35_prefix_cache *cache; /* NULL: each session resumes only from its own exact point */
     slot *slots;           /* [parallel] */
     pthread_t worker;
@@ -238,33 +240,49 @@ static void slot_clear(srv_engine *e, slot *sl, srv_finish f, const char *error)
     sl->pending_len = 0;
 }
 
-/* Bring sl->s to the longest exact prefix of the prompt the session or the prefix cache holds,
- * evaluate up to the last grid point of the stable part and checkpoint there, then the rest; the
- * last call gives the first token's logits (or argmax). Returns the tokens reused, or -1. */
-static int slot_eval_prompt(srv_engine *e, slot *sl, const srv_job *j) {
-    int ready = 0;
+/* One step of a prompt: the first restores the longest exact prefix the session or the prefix
+ * cache holds; each evaluates at most prefill_step tokens, stopping at the last grid point of the
+ * stable part to checkpoint it. Every piece begins on the chunk grid, so the result is bitwise that
+ * of one call over the whole prompt, while other requests get their decode steps in between. The
+ * last piece gives the first token's logits (or argmax). Returns 1 when the prompt is done, 0 when
+ * more remains, -1 on failure. */
+static int slot_prefill(srv_engine *e, slot *sl, srv_job *j) {
     q35_status st;
-    if (!e->reuse) q35_session_reset(sl->s);
-    else if ((st = q35_prefix_cache_restore(e->cache, sl->s, j->prompt, j->n_prompt, &ready))) return -1;
-    const int reused = ready, chunk = q35_session_chunk(sl->s);
-    const int stable = j->p.stable > 0 && j->p.stable < j->n_prompt ? j->p.stable : j->n_prompt - 1;
-    const int grid = chunk > 0 ? stable / chunk * chunk : 0;
-    if (e->reuse && e->cache && grid > ready) { /* both pieces begin on the grid: still exact */
-        if ((st = q35_session_eval(sl->s, j->prompt + ready, grid - ready, NULL, NULL))) return -1;
-        if ((st = q35_prefix_cache_save(e->cache, sl->s))) q35_log(Q35_LOG_WARN, "serve: no checkpoint: %s", q35_last_error());
-        ready = grid;
+    const int chunk = q35_session_chunk(sl->s) > 0 ? q35_session_chunk(sl->s) : 1;
+    if (sl->prompt_pos < 0) {
+        int ready = 0;
+        if (!e->reuse) q35_session_reset(sl->s);
+        else if ((st = q35_prefix_cache_restore(e->cache, sl->s, j->prompt, j->n_prompt, &ready))) return -1;
+        pthread_mutex_lock(&j->mu);
+        j->n_cached = ready;
+        pthread_mutex_unlock(&j->mu);
+        const int stable = j->p.stable > 0 && j->p.stable < j->n_prompt ? j->p.stable : j->n_prompt - 1;
+        sl->prompt_pos = ready;
+        sl->checkpoint_at = e->reuse && e->cache ? stable / chunk * chunk : 0;
     }
-    const int32_t *rest = j->prompt + ready;
-    int n = j->n_prompt - ready;
+    const int step = e->prefill_step > chunk ? e->prefill_step / chunk * chunk : chunk;
+    int end = sl->prompt_pos + step;
+    if (sl->checkpoint_at > sl->prompt_pos && end >= sl->checkpoint_at) end = sl->checkpoint_at;
+    if (end < j->n_prompt) {
+        if ((st = q35_session_eval(sl->s, j->prompt + sl->prompt_pos, end - sl->prompt_pos, NULL, NULL))) return -1;
+        if (end == sl->checkpoint_at && (st = q35_prefix_cache_save(e->cache, sl->s)))
+            q35_log(Q35_LOG_WARN, "serve: no checkpoint: %s", q35_last_error());
+        sl->prompt_pos = end;
+        return 0;
+    }
+    const int32_t *rest = j->prompt + sl->prompt_pos;
+    int n = j->n_prompt - sl->prompt_pos;
     st = sl->fast ? q35_session_eval_argmax(sl->s, rest, n, &sl->next_id, NULL) : q35_session_eval(sl->s, rest, n, sl->logits, NULL);
     if (st) return -1;
     if (e->cache && (st = q35_prefix_cache_save(e->cache, sl->s))) q35_log(Q35_LOG_WARN, "serve: no checkpoint: %s", q35_last_error());
-    return reused;
+    sl->prompt_pos = j->n_prompt;
+    return 1;
 }
 
 static int slot_start(srv_engine *e, slot *sl, srv_job *j) {
     sl->job = j;
     sl->prompt_done = 0;
+    sl->prompt_pos = -1;
     sl->pending_len = 0;
     const q35_sampler_params *sp = &j->p.sp;
     sl->fast = sp->temperature <= 0 && sp->presence_penalty == 0 && sp->repetition_penalty == 1 && j->p.frequency_penalty == 0;
@@ -318,14 +336,12 @@ static void slot_step(srv_engine *e, slot *sl) {
         return;
     }
     if (!sl->prompt_done) {
-        int reused = slot_eval_prompt(e, sl, j);
-        if (reused < 0) {
+        int done = slot_prefill(e, sl, j);
+        if (done < 0) {
             slot_clear(e, sl, SRV_FINISH_ERROR, q35_last_error());
             return;
         }
-        pthread_mutex_lock(&j->mu);
-        j->n_cached = reused;
-        pthread_mutex_unlock(&j->mu);
+        if (!done) return; /* more of the prompt at this slot's next turn */
         sl->prompt_done = 1;
         if (j->p.max_tokens <= 0) {
             slot_clear(e, sl, SRV_FINISH_LENGTH, NULL);
@@ -427,6 +443,7 @@ q35_status srv_engine_new(q35_model *m, const q35_tokenizer *tok, const int32_t 
     e->parallel = o->parallel;
     e->max_queue = o->max_queue > 0 ? o->max_queue : 64;
     e->reuse = o->reuse;
+    e->prefill_step = o->prefill_step > 0 ? o->prefill_step : 512;
     e->cache = o->cache;
     for (int i = 0; i < n_stop_ids && e->n_stop_ids < 16; i++) e->stop_ids[e->n_stop_ids++] = stop_ids[i];
     e->slots = calloc((size_t)e->parallel, sizeof *e->slots);

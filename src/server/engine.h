@@ -1,8 +1,9 @@
 /* The generation engine of q35 serve: one worker thread owns the model and a fixed number of
  * sessions (slots); requests wait in a FIFO queue for a free slot, and the worker round-robins one
  * decode step over every active request, so concurrent clients advance at the same pace and each
- * gets the answer it would get alone (a prompt is evaluated in one call, as q35 generate does,
- * or resumed from an exact checkpoint of the prefix cache, which gives bitwise the same logits).
+ * gets the answer it would get alone: a prompt is evaluated in pieces that begin on the chunk
+ * grid, possibly resumed from an exact checkpoint of the prefix cache, which gives bitwise the
+ * logits of one call over the whole prompt (what q35 generate does).
  * Only the worker thread computes, so the thread pool is never entered from two threads.
  * HTTP threads create jobs, submit them, and read their text as it grows. */
 #ifndef Q35_SERVER_ENGINE_H
@@ -35,6 +36,8 @@ typedef struct srv_engine_opts {
     int max_queue;  /* requests waiting for a slot before new ones are refused */
     int reuse;      /* resume prompts from exact checkpoints (the output is bitwise the same) */
     q35_prefix_cache *cache; /* shared checkpoints (NULL: only each session's own); not owned */
+    int prefill_step;        /* prompt tokens per step between other requests' decode steps
+                                (rounded down to the chunk grid; 0: 512) */
 } srv_engine_opts;
 
 /* Takes nothing over: model and tokenizer must outlive the engine. stop_ids: end-of-answer ids. */
