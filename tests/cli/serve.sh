@@ -246,6 +246,19 @@ if start_server "$WORK/server2.log" -m "$NOVIS" --api-key sekret --parallel 1 --
     code=$(post /v1/chat/completions "@$WORK/turn2.json" "$WORK/t2n.json" -H 'Authorization: Bearer sekret')
     same serve_reuse_same_answer "$code $($CHECK get "$WORK/t2n.json" usage.prompt_tokens_details.cached_tokens usage.prompt_tokens) [$($CHECK get "$WORK/t2n.json" choices.0.message.content)]" \
         "200 0 $T2_PT [$T2]"
+    # one slot: concurrent requests wait in the queue and still get their own answers
+    i=1
+    cpids=
+    for q in "Tell me a fortune" "What is love?" "Say something about computers"; do
+        post /v1/chat/completions "{\"messages\":[{\"role\":\"user\",\"content\":\"$q\"}],\"temperature\":0,\"max_tokens\":60}" "$WORK/q$i.json" \
+            -H 'Authorization: Bearer sekret' > /dev/null &
+        cpids="$cpids $!"
+        i=$((i + 1))
+    done
+    for p in $cpids; do wait $p; done
+    for i in 1 2 3; do
+        same serve_queued_$i "$($CHECK get "$WORK/q$i.json" choices.0.message.content)" "$($CHECK get "$WORK/seq$i.json" choices.0.message.content)"
+    done
     expect_error serve_key_missing 401 /v1/chat/completions "{$MSG}" type authentication_error
     expect_error serve_key_wrong 401 /v1/chat/completions "{$MSG}" type authentication_error -H 'Authorization: Bearer nope'
     code=$(curl -s -o /dev/null -w '%{http_code}' "$URL/v1/models")
