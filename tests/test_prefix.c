@@ -3,6 +3,7 @@
  * picked, LRU eviction under a small budget, truncation back to the exact point, position keys,
  * a session file round trip that continues identically, and every bad file refused with the
  * session left as it was. */
+#include <pthread.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -438,6 +439,71 @@ static void test_session_file(void) {
     q35_model_free(other);
 }
 
+/* Two threads, each with its own session, share one small cache (evictions included): every
+ * resumed evaluation equals the fresh one computed beforehand. */
+typedef struct share_job {
+    q35_model *m;
+    q35_prefix_cache *c;
+    const int32_t *seqs; /* [4][48] four sequences sharing their first 20 ids; requests use 45 */
+    const float *fresh;  /* [4][V] last logits of each sequence, fresh */
+    int first, V, bad, resumed;
+} share_job;
+
+static void *share_worker(void *arg) {
+    share_job *j = arg;
+    q35_session *s = new_session(j->m, 8, 128);
+    float *l = malloc(sizeof(float) * (size_t)j->V);
+    for (int k = 0; s && l && k < 24; k++) {
+        const int q = j->first == 0 ? k % 2 : k % 6 == 5 ? 3 : 1 + k % 2; /* 0,1 | 1,2 and now and then 3 */
+        int r = 0;
+        if (q35_prefix_cache_restore(j->c, s, j->seqs + q * 48, 45, &r) || q35_session_eval(s, j->seqs + q * 48 + r, 45 - r, l, NULL) ||
+            memcmp(l, j->fresh + (size_t)q * j->V, sizeof(float) * (size_t)j->V))
+            j->bad++;
+        j->resumed += r > 0;
+        if (q35_prefix_cache_save(j->c, s)) j->bad++;
+    }
+    free(l);
+    q35_session_free(s);
+    return NULL;
+}
+
+static void test_threads_share_cache(void) {
+    q35_model *m = load("tiny-vl");
+    CHECK(m != NULL, "%s", q35_last_error());
+    if (!m) return;
+    const int V = n_vocab(m);
+    int32_t seqs[4 * 48];
+    for (int i = 0; i < 4 * 48; i++) seqs[i] = i % 48 < 20 ? seqs[i % 48] : rand_tok(V);
+    for (int i = 0; i < 20; i++) seqs[i] = rand_tok(V), seqs[48 + i] = seqs[96 + i] = seqs[144 + i] = seqs[i];
+    float *fresh = malloc(sizeof(float) * 4 * (size_t)V);
+    for (int q = 0; q < 4; q++) fresh_logits(m, 8, seqs + q * 48, 45, fresh + (size_t)q * V); /* 45 tokens: checkpoints at 40 */
+    /* A budget of three and a half 40-position checkpoints: sequence 3 evicts the others now and then. */
+    q35_prefix_cache *c = NULL;
+    q35_session *probe = new_session(m, 8, 128);
+    size_t one = 0;
+    CHECK(probe && q35_session_eval(probe, seqs, 47, NULL, NULL) == Q35_OK, "%s", q35_last_error());
+    CHECK(q35_prefix_cache_new(m, (size_t)64 << 20, &c) == Q35_OK && q35_prefix_cache_save(c, probe) == Q35_OK, "%s", q35_last_error());
+    q35_prefix_cache_stats(c, NULL, &one);
+    q35_prefix_cache_free(c);
+    q35_session_free(probe);
+    const size_t budget = 3 * one + one / 2;
+    CHECK(q35_prefix_cache_new(m, budget, &c) == Q35_OK, "%s", q35_last_error());
+    share_job jobs[2] = {{m, c, seqs, fresh, 0, V, 0, 0}, {m, c, seqs, fresh, 1, V, 0, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++) pthread_create(&th[i], NULL, share_worker, &jobs[i]);
+    for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+    CHECK(jobs[0].bad == 0 && jobs[1].bad == 0, "%d + %d resumed evaluations differ from the fresh ones", jobs[0].bad, jobs[1].bad);
+    CHECK(jobs[0].resumed > 10 && jobs[1].resumed > 10, "resumed %d and %d times of 24", jobs[0].resumed, jobs[1].resumed);
+    int n = 0;
+    size_t used = 0;
+    q35_prefix_cache_stats(c, &n, &used);
+    CHECK(n <= 3 && used <= budget, "%d checkpoints, %zu bytes", n, used);
+    printf("# two threads: %d checkpoints kept, %zu bytes\n", n, used);
+    q35_prefix_cache_free(c);
+    free(fresh);
+    q35_model_free(m);
+}
+
 int main(void) {
     q35_set_threads(2);
     RUN(test_bitwise_greedy);
@@ -447,5 +513,6 @@ int main(void) {
     RUN(test_truncate);
     RUN(test_keys);
     RUN(test_session_file);
+    RUN(test_threads_share_cache);
     TEST_EXIT();
 }
