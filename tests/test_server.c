@@ -322,6 +322,38 @@ static void test_engine_reuse(void) {
     q35_prefix_cache_free(cache);
 }
 
+/* The engine's assumption: a prompt evaluated in pieces that begin on the chunk grid gives bitwise
+ * the logits of one call (memcmp). */
+static void test_prefill_pieces_bitwise(void) {
+    char text[8192] = "";
+    for (int i = 0; i < 60; i++) strcat(text, "A fortune cookie says the sea is calm and the code compiles. ");
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(q35_tokenize(tok, text, strlen(text), 0, &ids, &n) == Q35_OK && n > 400, "%zu tokens", n);
+    if (n > 500) n = 500;
+    q35_model_info info;
+    q35_model_get_info(model, &info);
+    float *one = malloc(sizeof(float) * (size_t)info.n_vocab), *pieces = malloc(sizeof(float) * (size_t)info.n_vocab);
+    q35_session *a = NULL, *b = NULL;
+    CHECK(q35_session_new(model, 512, &a) == Q35_OK && q35_session_new(model, 512, &b) == Q35_OK, "sessions");
+    if (a && b && one && pieces && n > 400) {
+        CHECK(q35_session_eval(a, ids, (int)n, one, NULL) == Q35_OK, "one call");
+        const int chunk = q35_session_chunk(b);
+        int pos = 0;
+        while (pos + chunk < (int)n) {
+            CHECK(q35_session_eval(b, ids + pos, chunk, NULL, NULL) == Q35_OK, "piece at %d", pos);
+            pos += chunk;
+        }
+        CHECK(q35_session_eval(b, ids + pos, (int)n - pos, pieces, NULL) == Q35_OK, "last piece");
+        CHECK(memcmp(one, pieces, sizeof(float) * (size_t)info.n_vocab) == 0, "logits differ (chunk %d, %zu tokens)", chunk, n);
+    }
+    q35_session_free(a);
+    q35_session_free(b);
+    free(one);
+    free(pieces);
+    free(ids);
+}
+
 int main(void) {
     char dir[1024];
     snprintf(dir, sizeof dir, "%s/models/talker", test_data_dir());
@@ -335,6 +367,7 @@ int main(void) {
     RUN(test_request_errors);
     RUN(test_response_json);
     RUN(test_engine);
+    RUN(test_prefill_pieces_bitwise);
     if (!getenv("Q35_PROMPT_CHUNK")) RUN(test_engine_reuse); /* its numbers assume the default grid of 128 */
     q35_model_free(model);
     q35_tokenizer_free(tok);
