@@ -176,7 +176,7 @@ static void test_positions(void) {
         q35_image_embeds im[8];
         prompt_images(p, im);
         int *pos3 = malloc(sizeof(int) * 3 * (size_t)T);
-        const long long end = q35_mm_positions(&M->cfg, ids_t->data, T, im, 0, pos3, NULL);
+        const long long end = q35_mm_positions(&M->cfg, ids_t->data, T, im, 0, pos3, NULL, NULL);
         const int32_t *rp = pt->data;
         int bad = 0;
         for (int t = 0; t < T; t++)
