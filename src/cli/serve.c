@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/common.h"
+#include "cli/progress.h"
 #include "server/engine.h"
 #include "server/http.h"
 
@@ -36,25 +37,6 @@ static int verbose;
 static void log_sink(q35_log_level level, const char *msg, void *user) {
     (void)user;
     if (level <= Q35_LOG_WARN || (verbose && level <= Q35_LOG_INFO)) fprintf(stderr, "q35: %s\n", msg);
-}
-
-/* Whether config.json describes a vision tower. */
-static int has_vision_tower(const char *dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char *buf = malloc(1 << 20);
-    int r = 0;
-    if (buf) {
-        size_t n = fread(buf, 1, (1 << 20) - 1, f);
-        cJSON *j = cJSON_ParseWithLength(buf, n);
-        r = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(j, "vision_config"));
-        cJSON_Delete(j);
-        free(buf);
-    }
-    fclose(f);
-    return r;
 }
 
 /* The model id: the last component of the model path. */
@@ -122,6 +104,7 @@ int cmd_serve(int argc, char **argv) {
     srv_engine *engine = NULL;
     srv_http *http = NULL;
     q35_prefix_cache *cache = NULL;
+    q35_image_proc *image_proc = NULL;
     q35_status st;
     /* every thread started from here on inherits the blocked signals; main waits for them */
     sigset_t sigs;
@@ -131,7 +114,12 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
     if ((st = q35_tokenizer_load(dir, &tok))) { rc = cli_fail("", st); goto done; }
-    if ((st = q35_model_load_ex(model_path, &g.load, &model))) { rc = cli_fail("", st); goto done; }
+    if ((st = cli_load_model(model_path, &g.load, &model))) { rc = cli_fail("", st); goto done; }
+    /* images: the checkpoint's preprocessor (the same sizing as q35 generate --image) */
+    if (q35_model_has_vision(model, NULL)) {
+        if ((st = q35_image_proc_load(dir, &image_proc))) { rc = cli_fail("image preprocessor", st); goto done; }
+        if ((st = q35_image_proc_set_limits(image_proc, g.image_w, g.image_h, g.max_image_tokens))) { rc = cli_fail("image options", st); goto done; }
+    }
     q35_model_info info;
     q35_model_get_info(model, &info);
     if (g.n_ctx > info.max_ctx) {
@@ -157,7 +145,9 @@ int cmd_serve(int argc, char **argv) {
     ho.req.defaults.presence_penalty = 0;
     ho.req.defaults.repetition_penalty = 1;
     ho.req.default_thinking = cli_template_default_thinking(dir);
-    ho.req.has_vision = has_vision_tower(dir);
+    ho.req.has_vision = q35_model_has_vision(model, NULL);
+    ho.req.image_proc = image_proc;
+    ho.req.model = model;
     ho.req.max_image_bytes = (size_t)max_body;
     ho.req.tok = tok;
     ho.req.n_ctx = srv_engine_ctx(engine);
@@ -173,6 +163,7 @@ done:
     srv_http_stop(http);
     srv_engine_free(engine);
     q35_prefix_cache_free(cache);
+    q35_image_proc_free(image_proc);
     q35_model_free(model);
     q35_tokenizer_free(tok);
     q35_set_log(NULL, NULL);

@@ -41,6 +41,7 @@ typedef struct slot {
     int *counts;           /* [n_vocab] times each id was generated (frequency penalty), or NULL */
     char *pending;         /* [pending_len] decoded text held back while it may start a stop sequence */
     size_t pending_len, pending_cap;
+    q35_image_embeds *im;  /* [job's n_images] the prompt's images encoded (embeds malloc'd), or NULL */
 } slot;
 
 struct srv_engine {
@@ -79,6 +80,8 @@ srv_job *srv_job_new(const int32_t *prompt, int n_prompt, srv_gen_params *params
     j->p = *params;
     memset(params->stop, 0, sizeof params->stop);
     params->n_stop = 0;
+    params->images = NULL;
+    params->n_images = 0;
     j->text[0] = 0;
     j->text_cap = 64;
     j->refs = 1;
@@ -94,6 +97,8 @@ void srv_job_release(srv_job *j) {
     pthread_mutex_unlock(&j->mu);
     if (left) return;
     for (int i = 0; i < j->p.n_stop; i++) free(j->p.stop[i]);
+    for (int i = 0; i < j->p.n_images; i++) q35_pixels_free(&j->p.images[i]);
+    free(j->p.images);
     free(j->prompt);
     free(j->text);
     pthread_mutex_destroy(&j->mu);
@@ -228,6 +233,9 @@ static void slot_clear(srv_engine *e, slot *sl, srv_finish f, const char *error)
     pthread_mutex_lock(&e->mu);
     e->active--;
     pthread_mutex_unlock(&e->mu);
+    for (int i = 0; sl->im && i < sl->job->p.n_images; i++) free((void *)sl->im[i].embeds);
+    free(sl->im);
+    sl->im = NULL;
     job_finish(sl->job, f, error);
     srv_job_release(sl->job);
     sl->job = NULL;
@@ -246,13 +254,58 @@ static void slot_clear(srv_engine *e, slot *sl, srv_finish f, const char *error)
  * of one call over the whole prompt, while other requests get their decode steps in between. The
  * last piece gives the first token's logits (or argmax). Returns 1 when the prompt is done, 0 when
  * more remains, -1 on failure. */
+/* The job's images through the vision tower (on the worker: the encoder uses the thread pool). */
+static int slot_encode_images(srv_engine *e, slot *sl, srv_job *j) {
+    q35_vision_info vi;
+    if (!q35_model_has_vision(e->m, &vi)) {
+        q35_fail(Q35_ERR_UNSUPPORTED, "the model has no vision tower");
+        return -1;
+    }
+    if (!(sl->im = calloc((size_t)j->p.n_images, sizeof *sl->im))) {
+        q35_fail(Q35_ERR_NOMEM, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < j->p.n_images; i++) {
+        const q35_pixels *px = &j->p.images[i];
+        float *emb = malloc(sizeof(float) * (size_t)px->n_tokens * (size_t)vi.hidden); /* [n_tokens][hidden] */
+        if (!emb) {
+            q35_fail(Q35_ERR_NOMEM, "out of memory");
+            return -1;
+        }
+        sl->im[i] = (q35_image_embeds){emb, px->n_tokens, px->grid_t, px->grid_h, px->grid_w};
+        if (q35_vision_encode(e->m, px->data, px->grid_t, px->grid_h, px->grid_w, emb)) return -1;
+    }
+    return 0;
+}
+
+/* Evaluate prompt positions [session pos, end): with images, through their embeddings and
+ * positions (the whole prompt given, the session holding its start). */
+static q35_status slot_eval(slot *sl, srv_job *j, int end, float *logits) {
+    if (j->p.n_images > 0) return q35_session_eval_mm_rest(sl->s, j->prompt, j->n_prompt, sl->im, j->p.n_images, end, logits, NULL);
+    return q35_session_eval(sl->s, j->prompt + sl->prompt_pos, end - sl->prompt_pos, logits, NULL);
+}
+
 static int slot_prefill(srv_engine *e, slot *sl, srv_job *j) {
     q35_status st;
     const int chunk = q35_session_chunk(sl->s) > 0 ? q35_session_chunk(sl->s) : 1;
     if (sl->prompt_pos < 0) {
         int ready = 0;
-        if (!e->reuse) q35_session_reset(sl->s);
-        else if ((st = q35_prefix_cache_restore(e->cache, sl->s, j->prompt, j->n_prompt, &ready))) return -1;
+        if (j->p.n_images > 0 && slot_encode_images(e, sl, j)) return -1;
+        if (!e->reuse) {
+            q35_session_reset(sl->s);
+        } else if (j->p.n_images > 0) { /* image positions are keyed by their pictures */
+            uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)j->n_prompt); /* [n_prompt] */
+            if (!keys) {
+                q35_fail(Q35_ERR_NOMEM, "out of memory");
+                return -1;
+            }
+            st = q35_mm_keys(e->m, j->prompt, j->n_prompt, sl->im, j->p.n_images, keys);
+            if (!st) st = q35_prefix_cache_restore_keys(e->cache, sl->s, keys, j->n_prompt, &ready);
+            free(keys);
+            if (st) return -1;
+        } else if ((st = q35_prefix_cache_restore(e->cache, sl->s, j->prompt, j->n_prompt, &ready))) {
+            return -1;
+        }
         pthread_mutex_lock(&j->mu);
         j->n_cached = ready;
         pthread_mutex_unlock(&j->mu);
@@ -264,7 +317,7 @@ static int slot_prefill(srv_engine *e, slot *sl, srv_job *j) {
     int end = sl->prompt_pos + step;
     if (sl->checkpoint_at > sl->prompt_pos && end >= sl->checkpoint_at) end = sl->checkpoint_at;
     if (end < j->n_prompt) {
-        if ((st = q35_session_eval(sl->s, j->prompt + sl->prompt_pos, end - sl->prompt_pos, NULL, NULL))) return -1;
+        if ((st = slot_eval(sl, j, end, NULL))) return -1;
         if (end == sl->checkpoint_at && (st = q35_prefix_cache_save(e->cache, sl->s)))
             q35_log(Q35_LOG_WARN, "serve: no checkpoint: %s", q35_last_error());
         sl->prompt_pos = end;
@@ -272,8 +325,14 @@ static int slot_prefill(srv_engine *e, slot *sl, srv_job *j) {
     }
     const int32_t *rest = j->prompt + sl->prompt_pos;
     int n = j->n_prompt - sl->prompt_pos;
-    st = sl->fast ? q35_session_eval_argmax(sl->s, rest, n, &sl->next_id, NULL) : q35_session_eval(sl->s, rest, n, sl->logits, NULL);
-    if (st) return -1;
+    if (j->p.n_images > 0) { /* the logits are needed either way (as q35 generate --image does) */
+        if ((st = slot_eval(sl, j, j->n_prompt, sl->logits))) return -1;
+        sl->next_id = 0;
+        for (int i = 1; i < e->n_vocab; i++) sl->next_id = sl->logits[i] > sl->logits[sl->next_id] ? i : sl->next_id;
+    } else {
+        st = sl->fast ? q35_session_eval_argmax(sl->s, rest, n, &sl->next_id, NULL) : q35_session_eval(sl->s, rest, n, sl->logits, NULL);
+        if (st) return -1;
+    }
     if (e->cache && (st = q35_prefix_cache_save(e->cache, sl->s))) q35_log(Q35_LOG_WARN, "serve: no checkpoint: %s", q35_last_error());
     sl->prompt_pos = j->n_prompt;
     return 1;

@@ -23,6 +23,9 @@ typedef struct srv_gen_params {
                                 prompt, which the next turn renders differently); checkpointed there */
     int n_stop;
     char *stop[SRV_MAX_STOPS]; /* malloc'd; the answer ends before the first occurrence */
+    q35_pixels *images;      /* [n_images] malloc'd pixel_values of the prompt's images, in order (moved
+                                into the job with the stop strings; the worker encodes them) */
+    int n_images;
 } srv_gen_params;
 
 typedef enum { SRV_FINISH_NONE = 0, SRV_FINISH_STOP, SRV_FINISH_LENGTH, SRV_FINISH_CANCELLED, SRV_FINISH_ERROR } srv_finish;

@@ -83,12 +83,27 @@ int srv_image_decode_data_url(const char *url, size_t max_bytes, const char *par
     return 0;
 }
 
-int srv_image_accept(int has_vision, const uint8_t *bytes, size_t n, const char *param, srv_err *err) {
-    (void)bytes;
-    (void)n;
+int srv_image_accept(int has_vision, const q35_image_proc *proc, const uint8_t *bytes, size_t n, const char *param, q35_pixels *px,
+                     srv_err *err) {
+    memset(px, 0, sizeof *px);
     if (!has_vision)
         return srv_error(err, 400, "invalid_request_error", "model_not_multimodal", param,
                          "%s: the model has no vision tower, so it cannot take images", param);
-    return srv_error(err, 400, "invalid_request_error", "images_not_supported", param,
-                     "%s: images are not supported yet by q35 serve (the vision encoder is not wired in)", param);
+    if (!proc)
+        return srv_error(err, 400, "invalid_request_error", "images_not_supported", param,
+                         "%s: images are not supported by this server (no image preprocessor)", param);
+    q35_image *img = NULL;
+    q35_status st = q35_image_decode(bytes, n, param, &img);
+    if (st)
+        return srv_error(err, st == Q35_ERR_NOMEM ? 500 : 400, st == Q35_ERR_NOMEM ? "server_error" : "invalid_request_error",
+                         st == Q35_ERR_NOMEM ? NULL : "invalid_image", param, "%s", q35_last_error());
+    st = q35_image_preprocess(proc, img, px);
+    q35_image_free(img);
+    if (st) {
+        q35_pixels_free(px);
+        memset(px, 0, sizeof *px);
+        return srv_error(err, st == Q35_ERR_NOMEM ? 500 : 400, st == Q35_ERR_NOMEM ? "server_error" : "invalid_request_error",
+                         st == Q35_ERR_NOMEM ? NULL : "invalid_image", param, "%s: %s", param, q35_last_error());
+    }
+    return 0;
 }

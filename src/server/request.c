@@ -112,12 +112,13 @@ static int parse_params(const cJSON *o, const srv_request_ctx *ctx, srv_request 
     return 0;
 }
 
-/* Check one message's content parts; images are decoded and handed to the vision hook. */
-static int check_parts(const cJSON *content, int i, const srv_request_ctx *ctx, srv_err *err) {
+/* Check one message's content parts; images are decoded and preprocessed by the vision hook
+ * (appended to r->gen.images) and their parts become {"type": "image"} for the chat template. */
+static int check_parts(cJSON *content, int i, const srv_request_ctx *ctx, srv_request *r, srv_err *err) {
     char param[64];
     int j = 0;
-    const cJSON *part;
-    cJSON_ArrayForEach(part, content) {
+    for (cJSON *part = content->child, *next; part; part = next) {
+        next = part->next;
         snprintf(param, sizeof param, "messages[%d].content[%d]", i, j);
         if (!cJSON_IsObject(part)) return BAD(err, param, "'%s': expected an object (a content part)", param);
         const cJSON *type = field(part, "type");
@@ -132,9 +133,21 @@ static int check_parts(const cJSON *content, int i, const srv_request_ctx *ctx, 
             uint8_t *bytes;
             size_t n;
             if (srv_image_decode_data_url(url->valuestring, ctx->max_image_bytes, param, &bytes, &n, err)) return -1;
-            int rc = srv_image_accept(ctx->has_vision, bytes, n, param, err);
+            q35_pixels px;
+            int rc = srv_image_accept(ctx->has_vision, ctx->model ? ctx->image_proc : NULL, bytes, n, param, &px, err);
             free(bytes);
             if (rc) return -1;
+            q35_pixels *grown = realloc(r->gen.images, sizeof *grown * (size_t)(r->gen.n_images + 1));
+            cJSON *image = cJSON_CreateObject();
+            if (!grown || !image || !cJSON_AddStringToObject(image, "type", "image")) {
+                if (grown) r->gen.images = grown;
+                q35_pixels_free(&px);
+                cJSON_Delete(image);
+                return srv_error(err, 500, "server_error", NULL, param, "out of memory");
+            }
+            r->gen.images = grown;
+            r->gen.images[r->gen.n_images++] = px;
+            cJSON_ReplaceItemViaPointer(content, part, image); /* the template's image part: one <|image_pad|> */
         } else {
             return BAD(err, param, "'%s.type': expected \"text\" or \"image_url\", got \"%.40s\"", param, type->valuestring);
         }
@@ -160,9 +173,9 @@ static int render_chat(cJSON *o, const srv_request_ctx *ctx, srv_request *r, srv
         if (!strcmp(rs, "developer")) cJSON_SetValuestring(role, "system"); /* the newer name of system */
         else if (strcmp(rs, "system") && strcmp(rs, "user") && strcmp(rs, "assistant") && strcmp(rs, "tool"))
             return BAD(err, param, "'%s.role': expected system, developer, user, assistant or tool, got \"%.40s\"", param, rs);
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
+        cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
         if (cJSON_IsArray(c)) {
-            if (check_parts(c, i, ctx, err)) return -1;
+            if (check_parts(c, i, ctx, r, err)) return -1;
         } else if (!cJSON_IsString(c) && !(cJSON_IsNull(c) || !c)) {
             return BAD(err, param, "'%s.content': expected a string or an array of content parts", param);
         } else if (!cJSON_IsString(c) && strcmp(role->valuestring, "assistant")) {
@@ -238,6 +251,26 @@ int srv_request_parse(const char *body, size_t len, srv_kind kind, const srv_req
         goto done;
     }
     r->n_tokens = (int)n;
+    if (r->gen.n_images > 0) { /* each image's <|image_pad|> becomes its tokens */
+        int *counts = malloc(sizeof(int) * (size_t)r->gen.n_images);
+        int32_t *expanded = NULL;
+        int n_expanded = 0;
+        if (!counts) {
+            srv_error(err, 500, "server_error", NULL, NULL, "out of memory");
+            goto done;
+        }
+        for (int i = 0; i < r->gen.n_images; i++) counts[i] = r->gen.images[i].n_tokens;
+        q35_status st = q35_expand_image_tokens(ctx->model, r->tokens, r->n_tokens, counts, r->gen.n_images, &expanded, &n_expanded);
+        free(counts);
+        if (st) {
+            BAD(err, "messages", "the prompt's images: %s", q35_last_error());
+            goto done;
+        }
+        free(r->tokens);
+        r->tokens = expanded;
+        r->n_tokens = n_expanded;
+        n = (size_t)n_expanded;
+    }
     if (n == 0) {
         BAD(err, "prompt", "the prompt is empty");
         goto done;
@@ -269,5 +302,7 @@ void srv_request_free(srv_request *r) {
     free(r->prompt);
     free(r->tokens);
     for (int i = 0; i < r->gen.n_stop; i++) free(r->gen.stop[i]);
+    for (int i = 0; i < r->gen.n_images; i++) q35_pixels_free(&r->gen.images[i]);
+    free(r->gen.images);
     memset(r, 0, sizeof *r);
 }

@@ -15,6 +15,8 @@ typedef struct srv_request_ctx {
     int default_thinking;        /* what the chat template does without enable_thinking */
     int has_vision;              /* the checkpoint has a vision tower */
     size_t max_image_bytes;      /* per image, decoded */
+    const q35_image_proc *image_proc; /* the checkpoint's image preprocessor (NULL: images refused) */
+    const q35_model *model;      /* for the image token counts (NULL: images refused) */
     const q35_tokenizer *tok;
     int n_ctx;                   /* tokens per session */
 } srv_request_ctx;
