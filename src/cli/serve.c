@@ -30,6 +30,8 @@ static void help(FILE *f) {
             "  --cache-mib N         memory for checkpoints of earlier prompts, shared by all requests, MiB\n"
             "                        (default 512; 0: each session resumes only from its own last prompt)\n"
             "  --no-reuse            evaluate every prompt from the start (the output is the same, bit for bit)\n"
+            "  --image-size WxH      images (image_url data: URLs) resized to exactly W x H (multiples of 32)\n"
+            "  --max-image-tokens N  at most N tokens per image (default: the preprocessor's sizing)\n"
             "  -v, --verbose         log every request on stderr\n");
 }
 
@@ -63,7 +65,8 @@ int cmd_serve(int argc, char **argv) {
             help(stdout);
             return 0;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads") || !strcmp(a, "--ctx") || !strcmp(a, "-c") || !strcmp(a, "--weights") ||
-                   !strcmp(a, "--mmap") || !strcmp(a, "--cache-mib") || !strcmp(a, "--no-reuse")) {
+                   !strcmp(a, "--mmap") || !strcmp(a, "--cache-mib") || !strcmp(a, "--no-reuse") || !strcmp(a, "--image-size") ||
+                   !strcmp(a, "--max-image-tokens")) {
             if (cli_gen_option(&g, argc, argv, &i) < 0) return 2;
         } else if (val && (!strcmp(a, "-m") || !strcmp(a, "--model"))) {
             dir = argv[++i];
