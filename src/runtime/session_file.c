@@ -231,6 +231,11 @@ q35_status q35_session_load_ex(q35_session *s, const char *path, void **blob, si
         const int32_t *toks = (const int32_t *)(void *)(body + 2 * sizeof cur); /* copied below; only read here */
         if (cur.pos != P || mark.pos != mark_pos || mark_pos % cap != 0)
             st = q35_fail(Q35_ERR_FORMAT, "session file %s: the state's positions (%d, %d) disagree with the header", path, cur.pos, mark.pos);
+        /* the M-RoPE position of the next token (pos + rope delta) is in [0, n_ctx] (inside an image
+         * it is the one after the image; images otherwise only pull positions back) */
+        else if (cur.rope_delta < -cur.pos || cur.rope_delta > s->n_ctx || mark.rope_delta < -mark.pos || mark.rope_delta > s->n_ctx)
+            st = q35_fail(Q35_ERR_FORMAT, "session file %s: rope delta %d (exact point: %d) outside [-positions, context]", path,
+                          cur.rope_delta, mark.rope_delta);
         for (int i = 0; !st && i < P; i++) {
             int32_t t;
             memcpy(&t, toks + i, sizeof t);
