@@ -4,6 +4,7 @@
 CC      ?= cc
 BUILD   ?= build
 PKGS    := libpcre2-8 libcjson libutf8proc libpng libjpeg libexif zlib libcurl libcrypto
+PKGS    += libmicrohttpd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS))
 OPT     ?= -O2

@@ -229,6 +229,73 @@ q35_status q35_session_eval_mm(q35_session *s, const int32_t *tokens, int n, con
  * tokens is not n_images. */
 q35_status q35_expand_image_tokens(const q35_model *m, const int32_t *tokens, int n, const int *n_tokens, int n_images, int32_t **out,
                                    int *n_out);
+/* ---------------------------------------------------------------- prefix reuse and session files */
+/* A session remembers what it evaluated. Every position has a 64-bit key naming its content: the
+ * token id for text; a caller that evaluates other content at a position (an image's pad tokens)
+ * sets a key naming that content, e.g. a hash of the picture with the top bit set, so that two
+ * histories with the same ids but other pictures never match. */
+const int32_t *q35_session_tokens(const q35_session *s); /* [q35_session_pos] the ids evaluated */
+const uint64_t *q35_session_keys(const q35_session *s);  /* [q35_session_pos] */
+/* Set the keys of evaluated positions [pos0, pos0 + n). */
+q35_status q35_session_set_keys(q35_session *s, int pos0, const uint64_t *keys, int n);
+
+/* Exact points. A prompt is evaluated in chunks of a fixed size (128 tokens; Q35_PROMPT_CHUNK) and
+ * the batched path sums in another order than the one-token path, so a state is only reused where
+ * it is bitwise the state a fresh evaluation would pass through: at a multiple of the chunk size,
+ * reached by evaluations that each began at such a point. The session keeps its latest exact
+ * point (the mark): resuming there, or from a checkpoint (each is one), and evaluating the rest in
+ * one call gives bitwise the logits of evaluating everything from the start. */
+int q35_session_exact_pos(const q35_session *s);
+/* The grid: tokens per prompt chunk. Evaluating [a, b) with a and b multiples of it (or b the end)
+ * keeps exactness, so a caller can stop at a grid point to checkpoint a prefix it expects to see
+ * again (a chat stops before the generation prompt, which the next turn renders differently). */
+int q35_session_chunk(const q35_session *s);
+/* Back to position pos: the current one, the exact point, or 0. Anything else: Q35_ERR_ARG. */
+q35_status q35_session_truncate(q35_session *s, int pos);
+
+/* Checkpoints of exact states (state, KV rows up to the position, keys) within a memory budget,
+ * least recently used first out; a checkpoint bigger than the budget is not stored. Thread-safe:
+ * one cache may serve many sessions of its model. */
+typedef struct q35_prefix_cache q35_prefix_cache;
+q35_status q35_prefix_cache_new(const q35_model *m, size_t budget_bytes, q35_prefix_cache **out);
+void q35_prefix_cache_free(q35_prefix_cache *c);
+/* Store a checkpoint of the session's exact point (a no-op when it is 0 or already stored). Call it
+ * after each prompt or turn. */
+q35_status q35_prefix_cache_save(q35_prefix_cache *c, const q35_session *s);
+/* Bring s to the longest prefix of tokens[0..n) it can have without evaluating: its own exact point
+ * or the longest matching checkpoint (c may be NULL), else the empty state; never all n tokens (the
+ * last is evaluated so the caller gets logits). *n_ready = tokens now in s; the caller evaluates
+ * tokens[*n_ready..n) in one q35_session_eval call. */
+q35_status q35_prefix_cache_restore(q35_prefix_cache *c, q35_session *s, const int32_t *tokens, int n, int *n_ready);
+/* The same with position keys (see q35_session_set_keys). */
+q35_status q35_prefix_cache_restore_keys(q35_prefix_cache *c, q35_session *s, const uint64_t *keys, int n, int *n_ready);
+/* Checkpoints held and their bytes. */
+void q35_prefix_cache_stats(q35_prefix_cache *c, int *n_checkpoints, size_t *bytes);
+
+/* Session files: the whole sequence state (current and exact point, KV rows, tokens, keys) in a
+ * versioned binary file with the model's fingerprint and a CRC-32, written atomically (a temporary
+ * file, then rename). Loading checks everything before touching the session: a file of another
+ * model or format version, a corrupt or truncated one fails with a one-line error and leaves the
+ * session unchanged. The _ex forms carry an opaque caller blob (the CLI keeps the conversation's
+ * messages JSON there); *blob is malloc'd (free() it), NULL when empty. */
+q35_status q35_session_save(const q35_session *s, const char *path);
+q35_status q35_session_load(q35_session *s, const char *path);
+q35_status q35_session_save_ex(const q35_session *s, const char *path, const void *blob, size_t blob_len);
+q35_status q35_session_load_ex(q35_session *s, const char *path, void **blob, size_t *blob_len);
+
+/* Prefix reuse with images. The keys [n] of a prompt holding images (checked as q35_session_eval_mm
+ * checks it): the token id for text; on each image's run of image tokens a hash of the image's
+ * embeddings and grid with the top bit set, so the same ids with another picture never match.
+ * q35_session_eval_mm keys what it evaluates this way (and the rope delta the images leave is part
+ * of every checkpoint and session file). */
+q35_status q35_mm_keys(const q35_model *m, const int32_t *tokens, int n, const q35_image_embeds *images, int n_images, uint64_t *keys);
+/* Evaluate positions [q35_session_pos(s), end) of a whole prompt tokens[0..n) (from sequence
+ * position 0, images included) of which the session holds the start, e.g. after
+ * q35_prefix_cache_restore_keys with q35_mm_keys' keys; either end may fall inside an image.
+ * logits: of token end-1; all_logits [end-pos][n_vocab]. Fails (session unchanged) when the
+ * session's keys are not the prompt's start or [pos, end) is empty. */
+q35_status q35_session_eval_mm_rest(q35_session *s, const int32_t *tokens, int n, const q35_image_embeds *images, int n_images, int end,
+                                    float *logits, float *all_logits);
 
 #ifdef __cplusplus
 }

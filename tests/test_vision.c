@@ -176,7 +176,7 @@ static void test_positions(void) {
         q35_image_embeds im[8];
         prompt_images(p, im);
         int *pos3 = malloc(sizeof(int) * 3 * (size_t)T);
-        const long long end = q35_mm_positions(&M->cfg, ids_t->data, T, im, 0, pos3, NULL);
+        const long long end = q35_mm_positions(&M->cfg, ids_t->data, T, im, 0, pos3, NULL, NULL);
         const int32_t *rp = pt->data;
         int bad = 0;
         for (int t = 0; t < T; t++)
@@ -314,6 +314,117 @@ static void test_split_calls(void) {
         q35_session_free(s);
     }
     printf("# split calls: %d splits equal the reference\n", splits);
+}
+
+/* Greedy tokens [G] and the logits after each, from a session holding a prompt (last: its logits). */
+static void greedy_run(q35_session *s, const float *last, int G, int32_t *toks, float *lg_all) {
+    const int V = M->cfg.vocab;
+    int32_t tok = argmax(last, V);
+    for (int g = 0; g < G; g++) {
+        toks[g] = tok;
+        CHECK(q35_session_eval(s, &tok, 1, lg_all + (size_t)g * V, NULL) == Q35_OK, "%s", q35_last_error());
+        tok = argmax(lg_all + (size_t)g * V, V);
+    }
+}
+
+/* Exact-prefix reuse with images: every prompt resumed from a checkpoint (and from a session file)
+ * at each grid point, inside images too, gives bitwise the logits and greedy tokens of a fresh
+ * evaluation; the same ids with another picture never take the first picture's checkpoint. */
+static void test_image_reuse(void) {
+    const int V = M->cfg.vocab, img = M->cfg.image_token_id, CH = 8, G = 4;
+    int resumes = 0, in_image = 0, text_tail = 0, other = 0;
+    char file[4200];
+    snprintf(file, sizeof file, "%s/vision-reuse.q35s", test_work_dir());
+    for (int p = 0; get("prompt.%d.ids", p); p++) {
+        const q35_tensor *ids_t = get("prompt.%d.ids", p);
+        const int32_t *ids = ids_t->data;
+        const int T = (int)ids_t->shape[0];
+        q35_image_embeds im[8];
+        const int k = prompt_images(p, im);
+        if (k == 0 || T <= CH) continue;
+        float *fresh = malloc(sizeof(float) * (size_t)T * V), *out = malloc(sizeof(float) * (size_t)T * V);
+        float *ref_g = malloc(sizeof(float) * (size_t)G * V), *out_g = malloc(sizeof(float) * (size_t)G * V);
+        int32_t ref_t[4], out_t[4];
+        uint64_t *keys = malloc(sizeof(uint64_t) * (size_t)T);
+        q35_session *f = new_session(CH, 96), *s = new_session(CH, 96);
+        q35_prefix_cache *cache = NULL;
+        CHECK(q35_prefix_cache_new(M, 64u << 20, &cache) == Q35_OK, "%s", q35_last_error());
+        /* reuse off: the whole prompt in one call */
+        CHECK(q35_session_eval_mm(f, ids, T, im, k, NULL, fresh) == Q35_OK, "%s", q35_last_error());
+        greedy_run(f, fresh + (size_t)(T - 1) * V, G, ref_t, ref_g);
+        CHECK(q35_mm_keys(M, ids, T, im, k, keys) == Q35_OK, "%s", q35_last_error());
+        for (int g = CH; g < T; g += CH) {
+            /* a first request evaluates up to the grid point g and checkpoints it */
+            q35_session_reset(s);
+            CHECK(q35_session_eval_mm_rest(s, ids, T, im, k, g, NULL, NULL) == Q35_OK, "%s", q35_last_error());
+            CHECK(q35_session_exact_pos(s) == g, "prompt %d: exact point %d after evaluating to %d", p, q35_session_exact_pos(s), g);
+            CHECK(q35_prefix_cache_save(cache, s) == Q35_OK, "%s", q35_last_error());
+            CHECK(q35_session_save(s, file) == Q35_OK, "%s", q35_last_error());
+            for (int from_file = 0; from_file < 2; from_file++) {
+                /* a later request with the same prompt resumes at g */
+                q35_session_reset(s);
+                int ready = -1;
+                if (from_file) {
+                    CHECK(q35_session_load(s, file) == Q35_OK, "%s", q35_last_error());
+                    ready = q35_session_pos(s);
+                } else {
+                    CHECK(q35_prefix_cache_restore_keys(cache, s, keys, T, &ready) == Q35_OK, "%s", q35_last_error());
+                }
+                CHECK(ready == g, "prompt %d: resumed at %d, the checkpoint is at %d", p, ready, g);
+                if (ready != g) continue;
+                int tail_text = 1;
+                for (int t = g; t < T; t++) tail_text &= ids[t] != img;
+                if (tail_text && !from_file) { /* after every image: plain text evaluation, placed by the restored rope delta */
+                    CHECK(q35_session_eval(s, ids + g, T - g, NULL, out) == Q35_OK, "%s", q35_last_error());
+                    text_tail++;
+                } else {
+                    CHECK(q35_session_eval_mm_rest(s, ids, T, im, k, T, NULL, out) == Q35_OK, "%s", q35_last_error());
+                }
+                in_image += ids[g] == img && ids[g - 1] == img;
+                CHECK(!memcmp(out, fresh + (size_t)g * V, sizeof(float) * (size_t)(T - g) * V),
+                      "prompt %d resumed at %d (%s): logits differ from the fresh evaluation", p, g, from_file ? "session file" : "checkpoint");
+                greedy_run(s, out + (size_t)(T - g - 1) * V, G, out_t, out_g);
+                CHECK(!memcmp(out_t, ref_t, sizeof ref_t) && !memcmp(out_g, ref_g, sizeof(float) * (size_t)G * V),
+                      "prompt %d resumed at %d: greedy continuation differs", p, g);
+                resumes++;
+            }
+        }
+        /* The same ids with another picture (the first image's embeddings changed in one value):
+         * no checkpoint past the start of that image matches, and the answer is the fresh one. */
+        int first = 0;
+        while (ids[first] != img) first++;
+        const size_t ne = (size_t)im[0].n_tokens * M->cfg.hidden;
+        float *alt = malloc(sizeof(float) * ne);
+        memcpy(alt, im[0].embeds, sizeof(float) * ne);
+        alt[ne / 2] += 0.5f;
+        q35_image_embeds im2[8];
+        memcpy(im2, im, sizeof im2);
+        im2[0].embeds = alt;
+        uint64_t *keys2 = malloc(sizeof(uint64_t) * (size_t)T);
+        CHECK(q35_mm_keys(M, ids, T, im2, k, keys2) == Q35_OK, "%s", q35_last_error());
+        CHECK(keys2[first] != keys[first] && keys2[first] >> 63, "prompt %d: another picture has the same key", p);
+        q35_session_reset(s);
+        int ready = -1;
+        CHECK(q35_prefix_cache_restore_keys(cache, s, keys2, T, &ready) == Q35_OK, "%s", q35_last_error());
+        CHECK(ready <= first, "prompt %d: another picture resumed at %d, past its first image token %d", p, ready, first);
+        CHECK(q35_session_eval_mm_rest(s, ids, T, im2, k, T, NULL, out) == Q35_OK, "%s", q35_last_error());
+        q35_session_reset(f);
+        CHECK(q35_session_eval_mm(f, ids, T, im2, k, NULL, fresh) == Q35_OK, "%s", q35_last_error());
+        CHECK(ready >= 0 && !memcmp(out, fresh + (size_t)ready * V, sizeof(float) * (size_t)(T - ready) * V),
+              "prompt %d with another picture: logits differ from its fresh evaluation", p);
+        /* a session holding the first picture refuses to continue the second's prompt */
+        q35_session_reset(s);
+        CHECK(q35_session_eval_mm_rest(s, ids, T, im, k, T - 1, NULL, NULL) == Q35_OK, "%s", q35_last_error());
+        CHECK(q35_session_eval_mm_rest(s, ids, T, im2, k, T, NULL, NULL) == Q35_ERR_ARG, "a session of another picture must not continue");
+        other++;
+        free(alt), free(keys2), free(keys), free(fresh), free(out), free(ref_g), free(out_g);
+        q35_prefix_cache_free(cache);
+        q35_session_free(f), q35_session_free(s);
+    }
+    remove(file);
+    CHECK(resumes > 0 && in_image > 0 && other > 0, "resumes %d (inside an image %d), other pictures %d", resumes, in_image, other);
+    printf("# image reuse: %d resumes bitwise equal (%d inside an image, %d text tails by the restored rope delta), %d prompts with another picture\n",
+           resumes, in_image, text_tail, other);
 }
 
 static void test_expand(void) {
@@ -521,6 +632,7 @@ int main(void) {
     RUN(test_positions);
     RUN(test_prompts);
     RUN(test_split_calls);
+    RUN(test_image_reuse);
     RUN(test_expand);
     RUN(test_errors);
     RUN(test_cli_image);

@@ -258,13 +258,17 @@ static void help(FILE *f) {
             "  --exhaustive          greedy from the full logits instead of the bounded LM-head scan\n"
             "  --image-encode        instead: the time to encode one 1024x576 image (576 tokens) with the\n"
             "                        preset's vision tower (with --synthetic; synthetic bf16 weights)\n"
-            "  --json                one JSON object on stdout\n");
+            "  --json                one JSON object on stdout\n"
+            "  --turns T             instead: time to first token of T chat turns with exact prefix reuse and\n"
+            "                        without (random ids: --history H tokens, then per turn --user U tokens\n"
+            "                        and an answer of -n tokens, default 2000, 40, 32); --cache-mib N (512)\n");
 }
 
 int cmd_bench(int argc, char **argv) {
     const char *dir = NULL, *synthetic = NULL, *weights = "native";
     long threads = 0, n_prompt = 512, n_gen = 128, reps = 3;
-    int json = 0, load = 1, exhaustive = 0, image_encode = 0;
+    int json = 0, load = 1, exhaustive = 0, image_encode = 0, n_set = 0;
+    long turns = 0, history = 2000, user = 40, cache_mib = 512;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -284,6 +288,19 @@ int cmd_bench(int argc, char **argv) {
             i++;
         } else if (!strcmp(a, "-n") && v) {
             if (cli_parse_long(v, a, 0, 1 << 20, &n_gen)) return 2;
+            n_set = 1;
+            i++;
+        } else if (!strcmp(a, "--turns") && v) {
+            if (cli_parse_long(v, a, 1, 1000, &turns)) return 2;
+            i++;
+        } else if (!strcmp(a, "--history") && v) {
+            if (cli_parse_long(v, a, 0, 1 << 20, &history)) return 2;
+            i++;
+        } else if (!strcmp(a, "--user") && v) {
+            if (cli_parse_long(v, a, 1, 1 << 20, &user)) return 2;
+            i++;
+        } else if (!strcmp(a, "--cache-mib") && v) {
+            if (cli_parse_long(v, a, 0, 1L << 30, &cache_mib)) return 2;
             i++;
         } else if (!strcmp(a, "--reps") && v) {
             if (cli_parse_long(v, a, 1, 1000, &reps)) return 2;
@@ -331,6 +348,12 @@ int cmd_bench(int argc, char **argv) {
     const double load_s = now_s() - t0;
     q35_model_info info;
     q35_model_get_info(m, &info);
+    if (turns > 0) {
+        int rc = cli_bench_turns(m, (int)turns, (int)history, (int)user, n_set ? (int)(n_gen > 0 ? n_gen : 1) : 32, (int)reps,
+                                 (size_t)cache_mib << 20, json);
+        q35_model_free(m);
+        return rc;
+    }
     q35_session *s = NULL;
     if ((st = q35_session_new(m, (int)(n_prompt + n_gen + 1), &s))) {
         q35_model_free(m);

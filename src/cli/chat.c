@@ -1,7 +1,9 @@
 /* q35 chat: an interactive multi-turn conversation. Each turn renders the whole conversation with
- * the chat template; when what the session already holds is a prefix of it, only the new tokens
- * are evaluated, otherwise the session starts over (the template drops earlier thinking, so the
- * text of past turns can change). Works on a terminal and with piped stdin. */
+ * the chat template and resumes from the longest exact checkpoint of it (the session's own or one
+ * in the prefix cache; q35.h), so only the tail is evaluated and the output is bit for bit that of
+ * evaluating everything (--no-reuse). The template drops earlier thinking, so the text of past
+ * turns can change: the cache then supplies an earlier checkpoint. --session FILE keeps the
+ * conversation across runs. Works on a terminal and with piped stdin. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,8 +113,7 @@ int cmd_chat(int argc, char **argv) {
     q35_model *model = NULL;
     q35_session *s = NULL;
     cJSON *msgs = cJSON_CreateArray();
-    int32_t *hist = NULL; /* tokens the session holds */
-    size_t n_hist = 0;
+    q35_prefix_cache *cache = NULL;
     char *line = NULL;
     size_t line_cap = 0;
     cli_images images = {0}; /* every image of the conversation, in order; the last `pending` go with the next message */
@@ -124,6 +125,25 @@ int cmd_chat(int argc, char **argv) {
     q35_model_get_info(model, &info);
     if (g.n_ctx > info.max_ctx) g.n_ctx = info.max_ctx;
     if ((st = q35_session_new(model, g.n_ctx, &s))) { rc = cli_fail("", st); goto done; }
+    cache = cli_prefix_cache(&g, model);
+    if (g.session) {
+        cJSON *conv = NULL;
+        if ((rc = cli_session_load(s, g.session, &conv))) goto done;
+        cJSON *loaded = cJSON_DetachItemFromObjectCaseSensitive(conv, "messages");
+        if (conv && !cJSON_IsArray(loaded)) {
+            cli_error("--session %s: not a chat conversation (made by q35 generate --raw or --prompt-ids?)", g.session);
+            cJSON_Delete(loaded);
+            cJSON_Delete(conv);
+            rc = 1;
+            goto done;
+        }
+        cJSON_Delete(conv);
+        if (loaded) {
+            cJSON_Delete(msgs);
+            msgs = loaded;
+            if (tty) fprintf(stderr, "(%d messages loaded from %s)\n", cJSON_GetArraySize(msgs), g.session);
+        }
+    }
     cli_stops stops;
     cli_stops_init(&stops, dir, tok);
     const int default_think = cli_template_default_thinking(dir);
@@ -177,6 +197,8 @@ int cmd_chat(int argc, char **argv) {
             while (*path == ' ') path++;
             if (!*path) {
                 fprintf(stderr, "(use /image PATH)\n");
+            } else if (g.session) { /* the file keeps messages, not the pictures a later run would need */
+                fprintf(stderr, "(images cannot be kept in --session files yet)\n");
             } else if (cli_images_add(&images, model, dir, &g, path) == 0) {
                 pending++;
                 fprintf(stderr, "(image %s attached to the next message: %d tokens)\n", path, images.im[images.n - 1].n_tokens);
@@ -209,27 +231,11 @@ int cmd_chat(int argc, char **argv) {
             pending = 0;
             continue;
         }
-        /* Reuse the session when it holds a prefix of the new prompt. */
-        size_t common = 0;
-        while (common < n_hist && common < n_ids && hist[common] == ids[common]) common++;
-        q35_vision_info vi;
-        const int32_t img = q35_model_has_vision(model, &vi) ? vi.image_token_id : -1;
-        if (common > 0 && common < n_ids && ids[common] == img && ids[common - 1] == img) common = 0; /* never split an image */
-        if (common < n_hist || common == n_ids) {
-            q35_session_reset(s);
-            n_hist = common = 0;
-        }
-        int held = 0; /* images whose runs the session already holds */
-        for (size_t t = 0; t < common; t++) held += ids[t] == img && (t == 0 || ids[t - 1] != img);
-        g.images = images.im + held, g.n_images = images.n - held;
-        const int before = q35_session_pos(s);
-        int r = cli_generate(s, tok, &g, &stops, ids + common, n_ids - common, stdout, &stop_answer, &gen, &n_gen, !quiet);
+        g.images = images.im, g.n_images = images.n; /* the prompt is the whole conversation: all its images */
+        int r = cli_generate_reuse(s, cache, tok, &g, &stops, ids, n_ids, cli_stable_prefix(tok, ids, n_ids), stdout, &stop_answer, &gen, &n_gen, !quiet);
         putchar('\n');
         fflush(stdout);
         if (r) {
-            /* Nothing usable was kept: start the next turn from scratch. */
-            q35_session_reset(s);
-            n_hist = 0;
             drop_images(&images, pending);
             pending = 0;
             free(ids);
@@ -240,18 +246,6 @@ int cmd_chat(int argc, char **argv) {
             continue;
         }
         if (stop_answer) fprintf(stderr, "(answer stopped)\n");
-        /* The session now holds ids + the generated tokens it evaluated. */
-        const size_t evaluated = (size_t)(q35_session_pos(s) - before) - (n_ids - common);
-        int32_t *nh = realloc(hist, sizeof(int32_t) * (n_ids + evaluated + 1));
-        if (nh) {
-            hist = nh;
-            memcpy(hist, ids, sizeof(int32_t) * n_ids);
-            memcpy(hist + n_ids, gen, sizeof(int32_t) * evaluated);
-            n_hist = n_ids + evaluated;
-        } else {
-            q35_session_reset(s);
-            n_hist = 0;
-        }
         /* Remember the answer (without its stop token) for the next turn. */
         size_t keep = n_gen;
         if (keep && cli_is_stop(&stops, gen[keep - 1])) keep--;
@@ -259,6 +253,13 @@ int cmd_chat(int argc, char **argv) {
         if (q35_detokenize(tok, gen, keep, &answer) == Q35_OK) {
             add_user(msgs, line, pending);
             add_message(msgs, "assistant", answer);
+            if (g.session) {
+                cJSON *conv = cJSON_CreateObject();
+                cJSON_AddStringToObject(conv, "format", "q35-chat");
+                cJSON_AddItemReferenceToObject(conv, "messages", msgs);
+                if (cli_session_save(s, g.session, conv)) rc = 1;
+                cJSON_Delete(conv);
+            }
         } else {
             drop_images(&images, pending);
         }
@@ -270,7 +271,7 @@ int cmd_chat(int argc, char **argv) {
 done:
     cli_images_free(&images);
     free(line);
-    free(hist);
+    q35_prefix_cache_free(cache);
     free(system);
     cJSON_Delete(msgs);
     q35_session_free(s);

@@ -13,6 +13,9 @@ int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+/* q35 bench --turns (bench_turns.c): time to first token per chat turn, prefix reuse on and off. */
+int cli_bench_turns(q35_model *m, int turns, int history, int user, int answer, int reps, size_t cache_bytes, int json);
 
 /* "q35: <message>" on stderr. */
 void cli_error(const char *fmt, ...)

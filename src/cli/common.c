@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 
@@ -158,6 +159,8 @@ void cli_gen_defaults(cli_gen *g, const char *dir) {
     g->think = -1;
     g->load.weights = NULL;
     g->load.load = 1;
+    g->reuse = 1;
+    g->cache_mib = 512;
 }
 
 void cli_gen_help(FILE *f) {
@@ -177,7 +180,12 @@ void cli_gen_help(FILE *f) {
             "  --mmap                map the weight files (default: read them into memory)\n"
             "  --image-size WxH      images resized to exactly W x H (multiples of 32; 1024x576 = 576 tokens)\n"
             "  --max-image-tokens N  at most N tokens per image (scaled down to fit)\n"
-            "  --think | --no-think  thinking mode on / off (default: the chat template's; off for 0.8B/2B)\n");
+            "  --think | --no-think  thinking mode on / off (default: the chat template's; off for 0.8B/2B)\n"
+            "  --session FILE        load the conversation (state, tokens, messages) from FILE when it exists\n"
+            "                        and save it there after every answer\n"
+            "  --cache-mib N         memory for checkpoints of earlier prompts, MiB (default 512; 0 = only\n"
+            "                        the session's own latest exact point)\n"
+            "  --no-reuse            evaluate every prompt from the start (the output is the same, bit for bit)\n");
 }
 
 int cli_gen_option(cli_gen *g, int argc, char **argv, int *i) {
@@ -228,6 +236,13 @@ int cli_gen_option(cli_gen *g, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--max-image-tokens")) {
         if (cli_parse_long(TAKE(), a, 1, 1 << 20, &l)) return -1;
         g->max_image_tokens = (int)l;
+    } else if (!strcmp(a, "--no-reuse")) {
+        g->reuse = 0;
+    } else if (!strcmp(a, "--cache-mib")) {
+        if (cli_parse_long(TAKE(), a, 0, 1L << 30, &g->cache_mib)) return -1;
+    } else if (!strcmp(a, "--session")) {
+        if (!val) { cli_error("--session needs a file name"); return -1; }
+        g->session = TAKE();
     } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
         if (cli_parse_long(TAKE(), a, 0, 1024, &l)) return -1;
         q35_set_threads((int)l);
@@ -274,8 +289,9 @@ int cli_generate(q35_session *s, const q35_tokenizer *tok, const cli_gen *g, con
     const int fast = g->sp.temperature <= 0 && g->sp.presence_penalty == 0 && g->sp.repetition_penalty == 1 && !g->dump_logits;
     int32_t fast_next = 0;
     q35_status st;
-    if (g->n_images > 0) { /* a prompt with images: their embeddings and positions (the logits are needed either way) */
-        st = q35_session_eval_mm(s, prompt, (int)n_prompt, g->images, g->n_images, logits, NULL);
+    const size_t n_eval = g->n_images > 0 ? n_prompt - (size_t)q35_session_pos(s) : n_prompt; /* prompt tokens evaluated here */
+    if (g->n_images > 0) { /* the whole prompt with images, the session holding its start (the logits are needed either way) */
+        st = q35_session_eval_mm_rest(s, prompt, (int)n_prompt, g->images, g->n_images, (int)n_prompt, logits, NULL);
         for (int i = 1; !st && fast && i < V; i++) fast_next = logits[i] > logits[fast_next] ? i : fast_next;
     } else {
         st = fast ? q35_session_eval_argmax(s, prompt, (int)n_prompt, &fast_next, NULL) : q35_session_eval(s, prompt, (int)n_prompt, logits, NULL);
@@ -328,11 +344,94 @@ int cli_generate(q35_session *s, const q35_tokenizer *tok, const cli_gen *g, con
     fflush(out);
     t2 = now_s();
     if (verbose)
-        fprintf(stderr, "\nq35: prompt %zu tokens in %.2f s (%.1f tok/s); generated %d tokens in %.2f s (%.1f tok/s)\n", n_prompt,
-                t1 - t0, n_prompt / (t1 - t0 > 1e-9 ? t1 - t0 : 1e-9), produced, t2 - t1, produced / (t2 - t1 > 1e-9 ? t2 - t1 : 1e-9));
+        fprintf(stderr, "\nq35: prompt %zu tokens in %.2f s (%.1f tok/s); generated %d tokens in %.2f s (%.1f tok/s)\n", n_eval,
+                t1 - t0, n_eval / (t1 - t0 > 1e-9 ? t1 - t0 : 1e-9), produced, t2 - t1, produced / (t2 - t1 > 1e-9 ? t2 - t1 : 1e-9));
 done:
     free(logits);
     q35_sampler_free(smp);
     q35_stream_decoder_free(dec);
     return rc;
+}
+
+q35_prefix_cache *cli_prefix_cache(const cli_gen *g, const q35_model *m) {
+    q35_prefix_cache *c = NULL;
+    if (!g->reuse || g->cache_mib <= 0) return NULL;
+    if (q35_prefix_cache_new(m, (size_t)g->cache_mib << 20, &c)) cli_error("warning: no prefix cache: %s", q35_last_error());
+    return c;
+}
+
+int cli_generate_reuse(q35_session *s, q35_prefix_cache *cache, const q35_tokenizer *tok, const cli_gen *g, const cli_stops *stops,
+                       const int32_t *prompt, size_t n_prompt, size_t stable, FILE *out, volatile int *interrupt, int32_t **gen,
+                       size_t *n_gen, int verbose) {
+    int ready = 0;
+    q35_status st;
+    if (!g->reuse) {
+        q35_session_reset(s);
+    } else if (g->n_images > 0) { /* image positions are keyed by their pictures */
+        uint64_t *keys = malloc(sizeof(uint64_t) * (n_prompt + 1)); /* [n_prompt] */
+        if (!keys) return cli_fail("resuming the session", Q35_ERR_NOMEM);
+        st = q35_mm_keys(q35_session_model(s), prompt, (int)n_prompt, g->images, g->n_images, keys);
+        if (!st) st = q35_prefix_cache_restore_keys(cache, s, keys, (int)n_prompt, &ready);
+        free(keys);
+        if (st) return cli_fail("resuming the session", st);
+    } else if ((st = q35_prefix_cache_restore(cache, s, prompt, (int)n_prompt, &ready))) {
+        return cli_fail("resuming the session", st);
+    }
+    /* Stop at the last grid point of the stable part and checkpoint it (exact: both pieces begin on the grid). */
+    const int reused = ready, chunk = q35_session_chunk(s);
+    const int grid = n_prompt ? (int)(stable < n_prompt ? stable : n_prompt - 1) / chunk * chunk : 0;
+    if (g->reuse && cache && grid > ready) {
+        if ((size_t)grid + (size_t)g->n_predict > (size_t)q35_session_ctx(s)) goto whole; /* cli_generate reports it */
+        st = g->n_images > 0 ? q35_session_eval_mm_rest(s, prompt, (int)n_prompt, g->images, g->n_images, grid, NULL, NULL)
+                             : q35_session_eval(s, prompt + ready, grid - ready, NULL, NULL);
+        if (st) return cli_fail("evaluating the prompt", st);
+        if ((st = q35_prefix_cache_save(cache, s))) cli_error("warning: no checkpoint: %s", q35_last_error());
+        if (verbose) fprintf(stderr, "q35: %d prompt tokens evaluated up to a checkpoint\n", grid - ready);
+        ready = grid;
+    }
+whole:;
+    /* with images cli_generate takes the whole prompt (the session holds its start) */
+    const size_t skip = g->n_images > 0 ? 0 : (size_t)ready;
+    int rc = cli_generate(s, tok, g, stops, prompt + skip, n_prompt - skip, out, interrupt, gen, n_gen, verbose);
+    if (cache && (st = q35_prefix_cache_save(cache, s))) cli_error("warning: no checkpoint: %s", q35_last_error());
+    if (verbose && g->reuse) fprintf(stderr, "q35: %d of %zu prompt tokens reused from an exact checkpoint\n", reused, n_prompt);
+    return rc;
+}
+
+size_t cli_stable_prefix(const q35_tokenizer *tok, const int32_t *ids, size_t n) {
+    const int32_t start = tok ? q35_token_id(tok, "<|im_start|>") : -1;
+    for (size_t i = n; start >= 0 && i-- > 0;)
+        if (ids[i] == start) return i;
+    return 0;
+}
+
+int cli_session_load(q35_session *s, const char *path, cJSON **conv) {
+    *conv = NULL;
+    if (!path || access(path, F_OK) != 0) return 0; /* a new conversation */
+    void *blob = NULL;
+    size_t len = 0;
+    q35_status st = q35_session_load_ex(s, path, &blob, &len);
+    if (st) return cli_fail("", st);
+    cJSON *j = blob ? cJSON_ParseWithLength(blob, len) : NULL;
+    free(blob);
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(j, "format");
+    if (!j || !cJSON_IsString(fmt) || (strcmp(fmt->valuestring, "q35-chat") && strcmp(fmt->valuestring, "q35-raw"))) {
+        cJSON_Delete(j);
+        q35_session_reset(s);
+        cli_error("--session %s: no conversation in the file (expected the JSON object q35 chat and generate write)", path);
+        return 1;
+    }
+    *conv = j;
+    return 0;
+}
+
+int cli_session_save(const q35_session *s, const char *path, const cJSON *conv) {
+    char *text = cJSON_PrintUnformatted(conv);
+    if (!text) {
+        cli_error("--session %s: out of memory", path);
+        return 1;
+    }
+    q35_status st = q35_session_save_ex(s, path, text, strlen(text));
+    free(text);
+    return st ? cli_fail("", st) : 0;
 }

@@ -37,8 +37,12 @@ typedef struct cli_gen {
     q35_load_opts load;   /* --weights, --mmap */
     int image_w, image_h; /* --image-size WxH (0: the preprocessor's own sizing) */
     int max_image_tokens; /* --max-image-tokens N (0: no bound beyond the preprocessor's) */
-    const q35_image_embeds *images; /* the images whose <|image_pad|> runs the prompt given to cli_generate holds */
+    const q35_image_embeds *images; /* the images whose <|image_pad|> runs the prompt holds (then cli_generate's prompt is
+                                       the whole prompt from position 0, of which the session holds the start) */
     int n_images;
+    int reuse;            /* 1: resume from exact checkpoints (default); 0: --no-reuse, every prompt from the start */
+    long cache_mib;       /* --cache-mib: the prefix cache's budget */
+    const char *session;  /* --session FILE or NULL */
 } cli_gen;
 
 /* Parse one sampling / context option at argv[*i] (advancing *i past its value). Returns 1 if it
@@ -65,4 +69,23 @@ void cli_images_clear(cli_images *ci); /* forget the images, keep the preprocess
 void cli_images_free(cli_images *ci);
 /* Expand each <|image_pad|> of *ids (one per image, in order) to its image's tokens. */
 int cli_images_expand(const cli_images *ci, const q35_model *m, int32_t **ids, size_t *n_ids);
+
+/* The prefix cache of --cache-mib for a model (NULL with --no-reuse, --cache-mib 0, or on failure). */
+q35_prefix_cache *cli_prefix_cache(const cli_gen *g, const q35_model *m);
+/* cli_generate for a whole prompt: resume s at the longest exact prefix of prompt it holds or the
+ * cache has (with --no-reuse, start over), evaluate the rest, generate, and checkpoint. stable:
+ * how many leading prompt tokens later prompts are expected to share (a chat: up to the
+ * generation prompt); a checkpoint is also taken at the last grid point within them. */
+int cli_generate_reuse(q35_session *s, q35_prefix_cache *cache, const q35_tokenizer *tok, const cli_gen *g, const cli_stops *stops,
+                       const int32_t *prompt, size_t n_prompt, size_t stable, FILE *out, volatile int *interrupt, int32_t **gen,
+                       size_t *n_gen, int verbose);
+/* The tokens before the last <|im_start|> of a rendered prompt (what the next turn renders the same). */
+size_t cli_stable_prefix(const q35_tokenizer *tok, const int32_t *ids, size_t n);
+
+/* --session files. The library stores the state and an opaque blob; the CLI's blob is a JSON
+ * object: {"format": "q35-chat", "messages": [...]} (chat, and generate with the template) or
+ * {"format": "q35-raw", "tokens": [...]} (generate --raw / --prompt-ids: every token so far).
+ * cli_session_load: *conv NULL when path does not exist yet; 1 (after a message) on a bad file. */
+int cli_session_load(q35_session *s, const char *path, cJSON **conv);
+int cli_session_save(const q35_session *s, const char *path, const cJSON *conv);
 #endif

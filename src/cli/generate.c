@@ -25,10 +25,10 @@ static void help(FILE *f) {
     cli_gen_help(f);
 }
 
-/* Render [{system}, {user}] through the chat template; n_images image parts come before the text. */
-static int render_prompt(const char *dir, const char *system, const char *user, int n_images, int think, char **out) {
-    cJSON *msgs = cJSON_CreateArray();
-    if (system) {
+/* Append {system} (to an empty conversation) and {user} to msgs and render them through the chat
+ * template; n_images image parts come before the text. */
+static int render_prompt(const char *dir, cJSON *msgs, const char *system, const char *user, int n_images, int think, char **out) {
+    if (system && cJSON_GetArraySize(msgs) == 0) {
         cJSON *m = cJSON_CreateObject();
         cJSON_AddStringToObject(m, "role", "system");
         cJSON_AddStringToObject(m, "content", system);
@@ -52,7 +52,6 @@ static int render_prompt(const char *dir, const char *system, const char *user, 
     }
     cJSON_AddItemToArray(msgs, m);
     char *json = cJSON_PrintUnformatted(msgs);
-    cJSON_Delete(msgs);
     if (!json) return cli_fail("rendering the prompt", Q35_ERR_NOMEM);
     q35_chat_opts o = {1, think, 0, cli_template_default_thinking(dir)};
     q35_status st = q35_chat_render(json, NULL, &o, out);
@@ -115,27 +114,20 @@ int cmd_generate(int argc, char **argv) {
     q35_tokenizer *tok = NULL;
     q35_model *model = NULL;
     q35_session *s = NULL;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
+    q35_prefix_cache *cache = NULL;
+    cJSON *conv = NULL;
+    int32_t *ids = NULL, *gen = NULL;
+    size_t n_ids = 0, n_gen = 0;
     char *text = NULL;
     cli_images images = {0};
     q35_status st;
-    if (prompt || !g.print_ids) {
+    const int templated = prompt && !raw;
+    if (g.session && n_image_paths) { /* the file keeps messages, not the pictures a later turn would need */
+        cli_error("generate: --session cannot be used with --image yet");
+        return 2;
+    }
+    if (prompt || !g.print_ids || (g.session && templated)) {
         if ((st = q35_tokenizer_load(dir, &tok))) { rc = cli_fail("", st); goto done; }
-    }
-    if (ids_arg) {
-        if (cli_parse_ids(ids_arg, &ids, &n_ids)) { rc = 2; goto done; }
-    } else {
-        if (raw) {
-            text = strdup(prompt);
-        } else if (render_prompt(dir, system, prompt, n_image_paths, g.think, &text)) {
-            goto done;
-        }
-        if ((st = q35_tokenize(tok, text, strlen(text), 1, &ids, &n_ids))) { rc = cli_fail("tokenizing the prompt", st); goto done; }
-    }
-    if (n_ids == 0) {
-        cli_error("generate: the prompt is empty");
-        goto done;
     }
     if ((st = cli_load_model(model_path, &g.load, &model))) { rc = cli_fail("", st); goto done; }
     q35_model_info info;
@@ -146,17 +138,87 @@ int cmd_generate(int argc, char **argv) {
     }
     for (int i = 0; i < n_image_paths; i++)
         if (cli_images_add(&images, model, dir, &g, image_paths[i])) goto done;
+    if ((st = q35_session_new(model, g.n_ctx, &s))) { rc = cli_fail("", st); goto done; }
+    /* --session: the conversation so far (messages, or every token in raw mode). */
+    if (g.session && cli_session_load(s, g.session, &conv)) goto done;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(conv, "format");
+    if (conv && strcmp(fmt->valuestring, templated ? "q35-chat" : "q35-raw") != 0) {
+        cli_error("--session %s: holds a %s conversation; this run is %s", g.session, fmt->valuestring,
+                  templated ? "a chat-template prompt (-p without --raw)" : "raw (--raw or --prompt-ids)");
+        goto done;
+    }
+    if (!conv) {
+        conv = cJSON_CreateObject();
+        cJSON_AddStringToObject(conv, "format", templated ? "q35-chat" : "q35-raw");
+        cJSON_AddItemToObject(conv, templated ? "messages" : "tokens", cJSON_CreateArray());
+    }
+    cJSON *msgs = cJSON_GetObjectItemCaseSensitive(conv, "messages"), *prior = cJSON_GetObjectItemCaseSensitive(conv, "tokens");
+    if (templated ? !cJSON_IsArray(msgs) : !cJSON_IsArray(prior)) {
+        cli_error("--session %s: the conversation has no %s array", g.session, templated ? "messages" : "tokens");
+        goto done;
+    }
+    if (ids_arg) {
+        if (cli_parse_ids(ids_arg, &ids, &n_ids)) { rc = 2; goto done; }
+    } else {
+        if (raw) {
+            text = strdup(prompt);
+        } else if (render_prompt(dir, msgs, system, prompt, n_image_paths, g.think, &text)) {
+            goto done;
+        }
+        if ((st = q35_tokenize(tok, text, strlen(text), 1, &ids, &n_ids))) { rc = cli_fail("tokenizing the prompt", st); goto done; }
+    }
+    if (n_ids == 0) {
+        cli_error("generate: the prompt is empty");
+        goto done;
+    }
+    if (!templated && cJSON_GetArraySize(prior) > 0) { /* raw continuation: every earlier token, then these */
+        const size_t n_prior = (size_t)cJSON_GetArraySize(prior);
+        int32_t *all = malloc(sizeof(int32_t) * (n_prior + n_ids));
+        if (!all) { cli_error("out of memory"); goto done; }
+        size_t k = 0;
+        for (const cJSON *e = prior->child; e; e = e->next) {
+            if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= info.n_vocab) {
+                cli_error("--session %s: tokens[%zu] is not a token id of this model", g.session, k);
+                free(all);
+                goto done;
+            }
+            all[k++] = (int32_t)e->valuedouble;
+        }
+        memcpy(all + k, ids, sizeof(int32_t) * n_ids);
+        free(ids);
+        ids = all;
+        n_ids += n_prior;
+    }
     if (cli_images_expand(&images, model, &ids, &n_ids)) goto done;
     g.images = images.im, g.n_images = images.n;
-    if ((st = q35_session_new(model, g.n_ctx, &s))) { rc = cli_fail("", st); goto done; }
     if (dump && !(g.dump_logits = fopen(dump, "wb"))) {
         cli_error("--dump-logits: cannot create %s", dump);
         goto done;
     }
+    cache = cli_prefix_cache(&g, model);
     cli_stops stops;
     cli_stops_init(&stops, dir, tok);
-    rc = cli_generate(s, tok, &g, &stops, ids, n_ids, stdout, NULL, NULL, NULL, !quiet);
+    rc = cli_generate_reuse(s, cache, tok, &g, &stops, ids, n_ids, templated ? cli_stable_prefix(tok, ids, n_ids) : n_ids, stdout, NULL, g.session ? &gen : NULL, g.session ? &n_gen : NULL, !quiet);
     if (!g.print_ids) putchar('\n');
+    if (!rc && g.session) {
+        if (templated) {
+            size_t keep = n_gen;
+            if (keep && cli_is_stop(&stops, gen[keep - 1])) keep--;
+            char *answer = NULL;
+            if ((st = q35_detokenize(tok, gen, keep, &answer))) { rc = cli_fail("--session", st); goto done; }
+            cJSON *m = cJSON_CreateObject();
+            cJSON_AddStringToObject(m, "role", "assistant");
+            cJSON_AddStringToObject(m, "content", answer);
+            cJSON_AddItemToArray(msgs, m);
+            free(answer);
+        } else {
+            cJSON *arr = cJSON_CreateArray();
+            for (size_t i = 0; i < n_ids; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(ids[i]));
+            for (size_t i = 0; i < n_gen; i++) cJSON_AddItemToArray(arr, cJSON_CreateNumber(gen[i]));
+            cJSON_ReplaceItemInObjectCaseSensitive(conv, "tokens", arr);
+        }
+        rc = cli_session_save(s, g.session, conv);
+    }
 done:
     if (g.dump_logits && fclose(g.dump_logits) != 0 && rc == 0) {
         cli_error("--dump-logits: write failed");
@@ -165,6 +227,9 @@ done:
     free(text);
     free(ids);
     cli_images_free(&images);
+    free(gen);
+    cJSON_Delete(conv);
+    q35_prefix_cache_free(cache);
     q35_session_free(s);
     q35_model_free(model);
     q35_tokenizer_free(tok);

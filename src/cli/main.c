@@ -35,6 +35,7 @@ static const struct {
     {"quantize", cmd_quantize, "write a checkpoint as GGUF with 8- or 4-bit matrices"},
     {"pull", cmd_pull, "download a Hugging Face model repository, verified against the hub's hashes"},
     {"verify", cmd_verify, "check a model directory against its q35-manifest.json"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (chat completions, completions, models) with a chat page"},
 };
 
 static void usage(FILE *f) {

@@ -79,11 +79,11 @@ static void forward_chunk(q35_session *s, const int32_t *tokens, int n, int star
 }
 
 q35_status q35_session_eval(q35_session *s, const int32_t *tokens, int n, float *logits, float *all_logits) {
-    return q35_session_eval_ex(s, tokens, n, NULL, NULL, logits, all_logits);
+    return q35_session_eval_ex(s, tokens, n, NULL, NULL, NULL, logits, all_logits);
 }
 
-q35_status q35_session_eval_ex(q35_session *s, const int32_t *tokens, int n, const float *const *emb, const int *pos3, float *logits,
-                               float *all_logits) {
+q35_status q35_session_eval_ex(q35_session *s, const int32_t *tokens, int n, const float *const *emb, const int *pos3, const int *next_pos,
+                               float *logits, float *all_logits) {
     const q35_model *m = s->m;
     const q35_config *c = &m->cfg;
     if (n < 0 || (n > 0 && !tokens)) return q35_fail(Q35_ERR_ARG, "eval: bad token batch");
@@ -95,9 +95,19 @@ q35_status q35_session_eval_ex(q35_session *s, const int32_t *tokens, int n, con
             return q35_fail(Q35_ERR_ARG, "token id %d at index %d is outside the vocabulary [0, %d)", tokens[i], i, c->vocab);
     const int H = c->hidden;
     q35_scratch *sc = &s->sc;
+    for (int i = 0; i < n; i++) {
+        s->tokens[s->pos + i] = tokens[i];
+        s->keys[s->pos + i] = (uint64_t)(uint32_t)tokens[i];
+    }
+    /* Started on the exact grid, the chunks are those of a fresh evaluation: the last full one
+     * moves the mark (state.h). */
+    const int exact = q35_snapshot_exact_start(s);
     for (int start = 0; start < n; start += sc->cap) {
         const int nb = n - start < sc->cap ? n - start : sc->cap;
         forward_chunk(s, tokens + start, nb, start, n, emb ? emb + start : NULL, pos3 ? pos3 + 3 * (size_t)start : NULL);
+        /* with images, the rope delta after this chunk (before the mark takes it) */
+        if (next_pos) s->rope_delta = next_pos[start + nb - 1] - s->pos;
+        if (exact && nb == sc->cap && n - start - nb < sc->cap) q35_snapshot_mark(s);
         if (all_logits) {
             add_norm(sc, c, NULL, m->final_norm, nb);
             q35_matmul(&m->lm_head, sc->xn, nb, all_logits + (size_t)start * c->vocab);

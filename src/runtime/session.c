@@ -63,6 +63,11 @@ q35_status q35_session_new(q35_model *m, int n_ctx, q35_session **out) {
     s->k_cache = alloc_f((size_t)c->n_full * n_ctx * kvw, &fail);
     s->v_cache = alloc_f((size_t)c->n_full * n_ctx * kvw, &fail);
     s->inv_freq = alloc_f((size_t)c->rope_dim / 2, &fail);
+    s->mark_conv = alloc_f(q35_conv_floats(c), &fail);
+    s->mark_rec = alloc_f(q35_rec_floats(c), &fail);
+    s->tokens = calloc((size_t)n_ctx + 1, sizeof *s->tokens);
+    s->keys = calloc((size_t)n_ctx + 1, sizeof *s->keys);
+    if (!s->tokens || !s->keys) fail = 1;
     q35_scratch *sc = &s->sc;
     sc->cap = (int)B;
     sc->x = alloc_f(B * H, &fail);
@@ -105,6 +110,7 @@ void q35_session_free(q35_session *s) {
     free(sc->out); free(sc->rope_cos); free(sc->rope_sin); free(sc->pos3); free(sc->gdn_gb); free(sc->work);
     q35_greedy_free_scratch(s);
     free(s->slot); free(s->conv); free(s->conv_taps); free(s->rec); free(s->k_cache); free(s->v_cache); free(s->inv_freq);
+    free(s->mark_conv); free(s->mark_rec); free(s->tokens); free(s->keys);
     free(s);
 }
 
@@ -115,6 +121,7 @@ void q35_session_reset(q35_session *s) {
     memset(s->rec, 0, sizeof(float) * (size_t)c->n_linear * c->lin_v_heads * c->lin_k_dim * c->lin_v_dim);
     s->pos = 0; /* the KV cache beyond pos is never read */
     s->rope_delta = 0;
+    q35_snapshot_mark(s); /* the empty state is exact */
 }
 
 int q35_session_pos(const q35_session *s) { return s->pos; }

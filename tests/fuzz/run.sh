@@ -8,8 +8,9 @@ secs=${1:-60}
 out=build-fuzz
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all"
 make -s -j2 BUILD=$out CC=clang OPT=-O1 CFLAGS="-O1 -g $SAN -fsanitize=fuzzer-no-link -fno-omit-frame-pointer" $out/libq35.a
-CFLAGS="-std=c11 -g -O1 $SAN -fsanitize=fuzzer -D_GNU_SOURCE -Iinclude -Isrc $(pkg-config --cflags libpcre2-8 libcjson libutf8proc libpng libjpeg libexif)"
-LIBS="$(pkg-config --libs libpcre2-8 libcjson libutf8proc libpng libjpeg libexif) -lm -lpthread"
+FUZZ_PKGS="libpcre2-8 libcjson libutf8proc libpng libjpeg libexif zlib libcurl libcrypto libmicrohttpd"
+CFLAGS="-std=c11 -g -O1 $SAN -fsanitize=fuzzer -D_GNU_SOURCE -Iinclude -Isrc $(pkg-config --cflags $FUZZ_PKGS)"
+LIBS="$(pkg-config --libs $FUZZ_PKGS) -lm -lpthread"
 status=0
 # The tokenizer target encodes with the real Qwen3 tokenizer.
 if [ ! -f $out/qwen3-tokenizer.json ]; then
