@@ -8,6 +8,7 @@
 #include "kernels/kernels.h"
 #include "kernels/mm.h"
 #include "kernels/quant.h"
+#include "q35.h"
 #include "test.h"
 
 /* ---- helpers ---- */
@@ -295,6 +296,54 @@ static void matmul_batch(void) {
             free(one);
             mat_free(&m);
         }
+    isa_use(keep);
+}
+
+/* q35_matmul_many: one dispatch for several matrices of one input gives bitwise the separate
+ * products (rows not multiples of 16, mixed formats falling back), on every ISA and 1-2 threads. */
+static void matmul_many(void) {
+    q35_isa isas[Q35_ISA_COUNT + 2];
+    const int nisa = isa_list(isas);
+    const q35_isa keep = q35_isa_get();
+    const int keep_threads = q35_get_threads();
+    const q35_dtype dts[][3] = {{Q35_DT_Q8_0, Q35_DT_Q8_0, Q35_DT_Q8_0}, {Q35_DT_Q4_0, Q35_DT_Q4_0, Q35_DT_Q4_0},
+                                {Q35_DT_Q4R, Q35_DT_Q4R, Q35_DT_Q4R}, {Q35_DT_Q4_0, Q35_DT_Q8_0, Q35_DT_BF16}};
+    const int64_t rows[3] = {1040, 17, 520}, cols = 1024;
+    const int NSM[] = {1, 5, 19};
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        mat m[3];
+        for (int k = 0; k < 3; k++) mat_make(&m[k], dts[d][k], rows[k], cols);
+        const q35_tensor *W[3];
+        for (int k = 0; k < 3; k++) W[k] = m[k].r16.data ? &m[k].r16 : &m[k].rows;
+        for (int in = 0; in < 3; in++) {
+            const int n = NSM[in];
+            float *X = malloc(sizeof(float) * (size_t)(n * cols));
+            fill_acts(X, n, cols);
+            float *sep[3], *many[3];
+            for (int k = 0; k < 3; k++) {
+                sep[k] = malloc(sizeof(float) * (size_t)(n * rows[k]));
+                many[k] = malloc(sizeof(float) * (size_t)(n * rows[k]));
+            }
+            for (int ii = 0; ii < nisa; ii++)
+                for (int th = 1; th <= 2; th++) {
+                    isa_use(isas[ii]);
+                    q35_set_threads(th);
+                    for (int k = 0; k < 3; k++) q35_matmul(W[k], X, n, sep[k]);
+                    for (int k = 0; k < 3; k++) memset(many[k], 0x7f, sizeof(float) * (size_t)(n * rows[k]));
+                    q35_matmul_many(W, many, 3, X, n);
+                    for (int k = 0; k < 3; k++)
+                        CHECK(!memcmp(sep[k], many[k], sizeof(float) * (size_t)(n * rows[k])), "%s %s/%s/%s n %d threads %d: matrix %d differs",
+                              isa_str(isas[ii]), q35_dtype_name(dts[d][0]), q35_dtype_name(dts[d][1]), q35_dtype_name(dts[d][2]), n, th, k);
+                }
+            for (int k = 0; k < 3; k++) {
+                free(sep[k]);
+                free(many[k]);
+            }
+            free(X);
+        }
+        for (int k = 0; k < 3; k++) mat_free(&m[k]);
+    }
+    q35_set_threads(keep_threads);
     isa_use(keep);
 }
 
@@ -640,6 +689,7 @@ int main(void) {
     RUN(matmul_row_range);
     RUN(matmul_long_rows);
     RUN(matmul_batch);
+    RUN(matmul_many);
     RUN(bf16_dot_mode);
     q35_matmul_release();
     TEST_EXIT();

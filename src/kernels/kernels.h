@@ -19,6 +19,10 @@ void q35_matmul(const q35_tensor *W, const float *X, int n, float *Y);
  * q35_matmul is row-invariant: token t's output is the same bits whatever n is, which the
  * text runtime relies on (prompt chunks vs single tokens, exact prefix reuse). */
 void q35_matmul_batch(const q35_tensor *W, const float *X, int n, float *Y);
+/* Y[k] = X · W[k]^T for count (2..4) matrices of one input in one pool dispatch, the activations
+ * quantized once: bitwise what count q35_matmul calls give. Integer formats sharing dtype, layout and
+ * columns; anything else falls back to one call each. */
+void q35_matmul_many(const q35_tensor *const *W, float *const *Y, int count, const float *X, int n);
 /* Same for a row range [r0, r1) of W only, on the calling thread alone (usable inside pool tasks);
  * Y keeps the full row stride `rows`. */
 void q35_matmul_rows(const q35_tensor *W, const float *X, int n, float *Y, int64_t r0, int64_t r1);

@@ -229,6 +229,61 @@ static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, in
 void q35_matmul(const q35_tensor *W, const float *X, int n, float *Y) { matmul_impl(W, X, n, Y, 0, W->shape[0], 1, 0); }
 void q35_matmul_batch(const q35_tensor *W, const float *X, int n, float *Y) { matmul_impl(W, X, n, Y, 0, W->shape[0], 1, 1); }
 
+/* ---- several products of one input in one dispatch ---- */
+
+typedef struct many_ctx {
+    q35_mm_fn fn;
+    const q35_mm_job *jobs;
+    const int64_t *g_end;  /* [count] cumulative 16-row groups */
+    int count;
+} many_ctx;
+
+/* Task i computes groups [G*i/n, G*(i+1)/n) of the products' groups laid end to end. */
+static void many_task(void *vctx, int i, int n) {
+    const many_ctx *c = vctx;
+    const int64_t G = c->g_end[c->count - 1], a = G * i / n, b = G * (i + 1) / n;
+    int64_t g0 = 0;
+    for (int k = 0; k < c->count; g0 = c->g_end[k], k++) {
+        const int64_t lo = a > g0 ? a : g0, hi = b < c->g_end[k] ? b : c->g_end[k];
+        if (lo >= hi) continue;
+        const int64_t r0 = (lo - g0) * 16, r1 = (hi - g0) * 16 < c->jobs[k].rows ? (hi - g0) * 16 : c->jobs[k].rows;
+        c->fn(&c->jobs[k], r0, r1);
+    }
+}
+
+void q35_matmul_many(const q35_tensor *const *W, float *const *Y, int count, const float *X, int n) {
+    enum { MAX_MANY = 4 };
+    int same = count >= 2 && count <= MAX_MANY && n > 0;
+    for (int k = 0; same && k < count; k++)
+        same = W[k]->ndim == 2 && W[k]->dtype == W[0]->dtype && W[k]->layout == W[0]->layout && W[k]->shape[1] == W[0]->shape[1];
+    const q35_dtype dt = W[0]->dtype;
+    const int64_t cols = W[0]->shape[1];
+    const q35_kern *K = q35_kern_active();
+    q35_mm_fn fn = same && is_int_format(dt) && q35_quant_supports(dt, cols) ? K->mm[dt][W[0]->layout == Q35_LAYOUT_R16] : NULL;
+    void *p = fn ? buf_get(act_bytes(cols, n)) : NULL;
+    if (!p) { /* different formats, float weights, or no buffer: one product at a time */
+        for (int k = 0; k < count; k++) q35_matmul(W[k], X, n, Y[k]);
+        return;
+    }
+    q35_mm_job jobs[MAX_MANY];
+    int64_t g_end[MAX_MANY], G = 0;
+    double macs = 0;
+    q35_act a;
+    float *tmp = act_carve(p, cols, n, &a);
+    quantize_acts(K, dt, X, cols, n, &a, tmp, 1);
+    for (int k = 0; k < count; k++) {
+        jobs[k] = (q35_mm_job){.W = W[k], .w = W[k]->data, .rows = W[k]->shape[0], .cols = cols, .n = n, .X = X, .Y = Y[k], .a = a};
+        g_end[k] = G += (W[k]->shape[0] + 15) / 16;
+        macs += (double)W[k]->shape[0] * (double)cols * n;
+    }
+    many_ctx ctx = {fn, jobs, g_end, count};
+    q35_pool *pool = macs >= PARALLEL_MIN_MACS ? q35_global_pool() : NULL;
+    int tasks = pool ? q35_pool_threads(pool) : 1;
+    if (tasks > G) tasks = (int)G;
+    if (tasks <= 1) many_task(&ctx, 0, 1);
+    else q35_pool_run(pool, tasks, many_task, &ctx);
+}
+
 void q35_matmul_rows(const q35_tensor *W, const float *X, int n, float *Y, int64_t r0, int64_t r1) {
     matmul_impl(W, X, n, Y, r0 < 0 ? 0 : r0, r1 > W->shape[0] ? W->shape[0] : r1, 0, 0);
 }

@@ -89,9 +89,9 @@ void q35_attn_forward(const q35_config *c, const q35_attn_weights *w, float *k_c
     float *vv = sc->proj2 + (size_t)n * kvw;    /* [n][kvw] */
     const q35_gdn_kernels *kn = q35_gdn_kernels_best();
 
-    q35_matmul(&w->q, sc->xn, n, sc->proj);     /* [n][qstride] per head: query (hd) then gate (hd) */
-    q35_matmul(&w->k, sc->xn, n, kk);
-    q35_matmul(&w->v, sc->xn, n, vv);
+    const q35_tensor *qkv[3] = {&w->q, &w->k, &w->v}; /* one dispatch for the three */
+    float *qkv_out[3] = {sc->proj, kk, vv};           /* [n][qstride] per head: query (hd) then gate (hd); k; v */
+    q35_matmul_many(qkv, qkv_out, 3, sc->xn, n);
 
     for (int t = 0; t < n; t++) {
         float *cs = sc->rope_cos + (size_t)t * (rot / 2), *sn = sc->rope_sin + (size_t)t * (rot / 2);

@@ -105,8 +105,9 @@ void q35_gdn_forward(const q35_config *c, const q35_gdn_weights *w, const float 
     const int T = q35_pool_threads(pool);
     gdn_job j = {c, w, q35_gdn_kernels_best(), sc, conv_taps_t, conv_state, rec_state, n, 0};
 
-    q35_matmul(&w->in_qkv, sc->xn, n, sc->proj); /* [n][C]  q | k | v, then conv+SiLU in place */
-    q35_matmul(&w->in_z, sc->xn, n, sc->proj2);  /* [n][vd] */
+    const q35_tensor *qz[2] = {&w->in_qkv, &w->in_z}; /* one dispatch for both */
+    float *qz_out[2] = {sc->proj, sc->proj2};         /* [n][C] q | k | v (conv+SiLU in place below), [n][vd] z */
+    q35_matmul_many(qz, qz_out, 2, sc->xn, n);
     q35_matmul(&w->in_b, sc->xn, n, sc->ba);     /* [n][Hv] */
     q35_matmul(&w->in_a, sc->xn, n, sc->ba + (size_t)n * Hv);
 

@@ -23,8 +23,9 @@ void q35_mlp_forward(const q35_config *c, const q35_layer_weights *w, q35_scratc
     const int F = c->intermediate;
     float *gate = sc->ff;                 /* [n][F] */
     float *up = sc->ff + (size_t)n * F;   /* [n][F] */
-    q35_matmul(&w->mlp_gate, sc->xn, n, gate);
-    q35_matmul(&w->mlp_up, sc->xn, n, up);
+    const q35_tensor *gu[2] = {&w->mlp_gate, &w->mlp_up}; /* one dispatch for both */
+    float *gu_out[2] = {gate, up};
+    q35_matmul_many(gu, gu_out, 2, sc->xn, n);
     mlp_job j = {q35_gdn_kernels_best(), gate, up, (size_t)n * F};
     q35_pool *pool = q35_global_pool();
     const int T = q35_pool_threads(pool);
