@@ -182,6 +182,9 @@ q35_status q35_image_proc_load(const char *dir, q35_image_proc **out);
 void q35_image_proc_free(q35_image_proc *p);
 /* fixed_w/fixed_h > 0: resize to exactly that size (multiples of patch*merge); max_tokens > 0: at most that many LLM tokens per image */
 q35_status q35_image_proc_set_limits(q35_image_proc *p, int fixed_w, int fixed_h, int max_tokens);
+/* Q35_ERR_SHAPE unless p's patch, temporal patch and merge sizes are those of m's vision tower (a
+ * preprocessor_config.json that disagrees with config.json would make pixel rows of the wrong width). */
+q35_status q35_image_proc_check(const q35_image_proc *p, const q35_model *m);
 typedef struct q35_pixels {
     int grid_t, grid_h, grid_w;  /* patches along time, rows, columns */
     int patch_dim;               /* 3 * temporal_patch_size * patch_size^2 (1536) */

@@ -4,6 +4,8 @@
  * session gives, and a cancelled job ends. tests/cli/serve.sh drives the HTTP side. */
 #include <cjson/cJSON.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "q35.h"
 #include "server/engine.h"
@@ -44,10 +46,28 @@ static void test_data_url(void) {
               "%s", bad[i]);
     }
     q35_pixels px;
-    CHECK(srv_image_accept(0, NULL, NULL, 0, "p", &px, &e) == -1 && e.status == 400 && !strcmp(e.code, "model_not_multimodal") &&
+    CHECK(srv_image_accept(0, NULL, NULL, 0, 4096, "p", &px, &e) == -1 && e.status == 400 && !strcmp(e.code, "model_not_multimodal") &&
               strstr(e.message, "the model has no vision tower"),
           "%s", "failed");
-    CHECK(srv_image_accept(1, NULL, NULL, 0, "p", &px, &e) == -1 && e.status == 400 && !strcmp(e.code, "images_not_supported"), "%s", "failed");
+    CHECK(srv_image_accept(1, NULL, NULL, 0, 4096, "p", &px, &e) == -1 && e.status == 400 && !strcmp(e.code, "images_not_supported"), "%s", "failed");
+    /* an image that would take more tokens than the context has left is refused before its pixel
+     * values are made; one that fits is accepted */
+    const char *dir = getenv("Q35_TEST_DATA");
+    char path[512];
+    snprintf(path, sizeof path, "%s/images/bw_40x30.png", dir ? dir : "tests/data");
+    FILE *f = fopen(path, "rb");
+    uint8_t pngb[65536];
+    const size_t pn = f ? fread(pngb, 1, sizeof pngb, f) : 0;
+    if (f) fclose(f);
+    q35_image_proc *proc = NULL;
+    CHECK(pn > 0 && q35_image_proc_load(NULL, &proc) == Q35_OK, "%s", path);
+    if (proc) {
+        CHECK(srv_image_accept(1, proc, pngb, pn, 69, "p", &px, &e) == -1 && e.status == 400 && !strcmp(e.code, "context_length_exceeded"),
+              "small budget: %d %s", e.status, e.message);
+        CHECK(srv_image_accept(1, proc, pngb, pn, 4096, "p", &px, &e) == 0 && px.n_tokens == 70 && px.data, "fits: %s", e.message);
+        q35_pixels_free(&px);
+        q35_image_proc_free(proc);
+    }
 }
 
 static q35_tokenizer *tok;

@@ -519,6 +519,28 @@ static int run_cmd(const char *cmd, char *out, size_t cap) {
 
 /* q35 generate --image on the committed PNG: decoding, preprocessing at its own size (no resampling),
  * encoding and the expanded prompt give transformers' greedy continuation. */
+/* A preprocessor_config.json whose patch sizes disagree with the vision tower is refused (its pixel
+ * rows would have the wrong width); the defaults (16, 2, 2) match the tower. */
+static void test_proc_check(void) {
+    if (!M) return;
+    char dir[600], path[700];
+    snprintf(dir, sizeof dir, "%s/proc-check", test_work_dir());
+    mkdir(dir, 0755);
+    snprintf(path, sizeof path, "%s/preprocessor_config.json", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "%s", path);
+    if (!f) return;
+    fputs("{\"patch_size\": 14, \"temporal_patch_size\": 2, \"merge_size\": 2}\n", f);
+    fclose(f);
+    q35_image_proc *p = NULL;
+    CHECK(q35_image_proc_load(NULL, &p) == Q35_OK && q35_image_proc_check(p, M) == Q35_OK, "defaults: %s", q35_last_error());
+    q35_image_proc_free(p);
+    p = NULL;
+    CHECK(q35_image_proc_load(dir, &p) == Q35_OK, "%s", q35_last_error());
+    CHECK(p && q35_image_proc_check(p, M) == Q35_ERR_SHAPE && strstr(q35_last_error(), "patch_size 14"), "mismatch: %s", q35_last_error());
+    q35_image_proc_free(p);
+}
+
 static void test_cli_image(void) {
     const char *bin = getenv("Q35_BIN") ? getenv("Q35_BIN") : "build/q35";
     const q35_tensor *pt = q35_st_find(&ref, "cli.prompt_ids"), *gt = q35_st_find(&ref, "cli.greedy");
@@ -635,6 +657,7 @@ int main(void) {
     RUN(test_image_reuse);
     RUN(test_expand);
     RUN(test_errors);
+    RUN(test_proc_check);
     RUN(test_cli_image);
     RUN(test_cli_talker);
     for (int i = 0; i < 16; i++) free(emb_cache[i]);

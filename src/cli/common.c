@@ -268,7 +268,9 @@ int cli_generate(q35_session *s, const q35_tokenizer *tok, const cli_gen *g, con
     q35_model_info info;
     q35_model_get_info(q35_session_model(s), &info);
     const int V = info.n_vocab;
-    if ((size_t)q35_session_pos(s) + n_prompt + (size_t)g->n_predict > (size_t)q35_session_ctx(s)) {
+    /* with images the prompt is the whole sequence (the session already holds its start) */
+    const size_t held = g->n_images > 0 ? 0 : (size_t)q35_session_pos(s);
+    if (held + n_prompt + (size_t)g->n_predict > (size_t)q35_session_ctx(s)) {
         cli_error("%zu prompt tokens + %d to generate do not fit in the context of %d tokens (%d already used); raise --ctx or lower -n",
                   n_prompt, g->n_predict, q35_session_ctx(s), q35_session_pos(s));
         return 1;

@@ -16,7 +16,7 @@ int cli_images_add(cli_images *ci, q35_model *m, const char *dir, const cli_gen 
     q35_status st;
     if (!ci->proc) {
         if ((st = q35_image_proc_load(dir, &ci->proc))) return cli_fail("image preprocessor", st);
-        if ((st = q35_image_proc_set_limits(ci->proc, g->image_w, g->image_h, g->max_image_tokens))) {
+        if ((st = q35_image_proc_check(ci->proc, m)) || (st = q35_image_proc_set_limits(ci->proc, g->image_w, g->image_h, g->max_image_tokens))) {
             q35_image_proc_free(ci->proc);
             ci->proc = NULL;
             return cli_fail("image options", st);

@@ -121,6 +121,7 @@ int cmd_serve(int argc, char **argv) {
     /* images: the checkpoint's preprocessor (the same sizing as q35 generate --image) */
     if (q35_model_has_vision(model, NULL)) {
         if ((st = q35_image_proc_load(dir, &image_proc))) { rc = cli_fail("image preprocessor", st); goto done; }
+        if ((st = q35_image_proc_check(image_proc, model))) { rc = cli_fail(dir, st); goto done; }
         if ((st = q35_image_proc_set_limits(image_proc, g.image_w, g.image_h, g.max_image_tokens))) { rc = cli_fail("image options", st); goto done; }
     }
     q35_model_info info;

@@ -70,7 +70,8 @@ const char *q35_ggml_type_name(uint32_t t) {
 
 size_t q35_gguf_q35_type_bytes(uint32_t type, int64_t rows, int64_t cols, q35_dtype *dt, int *layout) {
     const int q = q35_type_index(type);
-    if (q < 0 || rows < 1 || cols < 1 || !q35_quant_supports(q35_types[q].dt, cols)) return 0;
+    /* cols bounded first: the per-row byte counts below are computed in int64 */
+    if (q < 0 || rows < 1 || cols < 1 || cols > ((int64_t)1 << 40) || !q35_quant_supports(q35_types[q].dt, cols)) return 0;
     *dt = q35_types[q].dt;
     *layout = q35_types[q].layout;
     const unsigned __int128 n = q35_types[q].layout == Q35_LAYOUT_R16

@@ -455,3 +455,15 @@ void q35_pixels_free(q35_pixels *px) {
     free(px->data);
     memset(px, 0, sizeof *px);
 }
+
+q35_status q35_image_proc_check(const q35_image_proc *p, const q35_model *m) {
+    q35_vision_info vi;
+    if (!p || !m) return q35_fail(Q35_ERR_ARG, "image preprocessor check: no preprocessor or model");
+    if (!q35_model_has_vision(m, &vi)) return q35_fail(Q35_ERR_UNSUPPORTED, "the model has no vision tower");
+    if (p->patch_size != vi.patch_size || p->temporal_patch_size != vi.temporal_patch_size || p->merge_size != vi.merge_size)
+        return q35_fail(Q35_ERR_SHAPE,
+                        "preprocessor_config.json: patch_size %d, temporal_patch_size %d, merge_size %d, but the vision tower of "
+                        "config.json expects %d, %d, %d",
+                        p->patch_size, p->temporal_patch_size, p->merge_size, vi.patch_size, vi.temporal_patch_size, vi.merge_size);
+    return Q35_OK;
+}

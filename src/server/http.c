@@ -235,15 +235,19 @@ static enum MHD_Result handle_generate(conn *x) {
         return res;
     }
     srv_job_view v;
+    size_t seen = 0; /* text bytes already seen: waiting from there blocks until more comes or the job ends */
     for (;;) { /* this connection's own thread waits; a client that hangs up cancels the job */
-        if (srv_job_wait(job, 0, 200, &v)) return reply_status(c, 500, "server_error", NULL, "%s", "out of memory");
+        if (srv_job_wait(job, seen, 200, &v)) return reply_status(c, 500, "server_error", NULL, "%s", "out of memory");
         if (v.finish != SRV_FINISH_NONE) break;
+        seen += v.len;
         free(v.text);
         if (client_gone(x)) {
             srv_job_cancel(job);
             return MHD_NO;
         }
     }
+    free(v.text); /* the tail from `seen`; the answer is the whole text */
+    if (srv_job_wait(job, 0, 0, &v)) return reply_status(c, 500, "server_error", NULL, "%s", "out of memory");
     enum MHD_Result res;
     if (v.finish == SRV_FINISH_ERROR) res = reply_status(c, 500, "server_error", NULL, "generation failed: %s", v.error);
     else if (v.finish == SRV_FINISH_CANCELLED) res = reply_status(c, 503, "server_error", NULL, "%s", "the server is stopping");

@@ -1,3 +1,4 @@
+#include "image/preprocess.h"
 #include "server/image.h"
 
 #include <stdlib.h>
@@ -83,7 +84,7 @@ int srv_image_decode_data_url(const char *url, size_t max_bytes, const char *par
     return 0;
 }
 
-int srv_image_accept(int has_vision, const q35_image_proc *proc, const uint8_t *bytes, size_t n, const char *param, q35_pixels *px,
+int srv_image_accept(int has_vision, const q35_image_proc *proc, const uint8_t *bytes, size_t n, int max_tokens, const char *param, q35_pixels *px,
                      srv_err *err) {
     memset(px, 0, sizeof *px);
     if (!has_vision)
@@ -97,7 +98,18 @@ int srv_image_accept(int has_vision, const q35_image_proc *proc, const uint8_t *
     if (st)
         return srv_error(err, st == Q35_ERR_NOMEM ? 500 : 400, st == Q35_ERR_NOMEM ? "server_error" : "invalid_request_error",
                          st == Q35_ERR_NOMEM ? NULL : "invalid_image", param, "%s", q35_last_error());
-    st = q35_image_preprocess(proc, img, px);
+    /* the tokens the image will take, from its size alone: refused before the pixel values (up to
+     * hundreds of MB for a large picture) are made */
+    int th = 0, tw = 0;
+    const int unit = proc->patch_size * proc->merge_size;
+    st = q35_image_target_size(proc, q35_image_width(img), q35_image_height(img), &th, &tw);
+    if (!st && unit > 0 && (int64_t)(th / unit) * (tw / unit) > max_tokens) {
+        q35_image_free(img);
+        return srv_error(err, 400, "invalid_request_error", "context_length_exceeded", param,
+                         "%s: the image takes %lld tokens, more than the %d the context has left (use a smaller image or --max-image-tokens)",
+                         param, (long long)(th / unit) * (tw / unit), max_tokens);
+    }
+    st = st ? st : q35_image_preprocess(proc, img, px);
     q35_image_free(img);
     if (st) {
         q35_pixels_free(px);

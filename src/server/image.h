@@ -17,6 +17,6 @@ int srv_image_decode_data_url(const char *url, size_t max_bytes, const char *par
  * *px (free with q35_pixels_free). has_vision: the checkpoint has a vision tower (else a 400 "the
  * model has no vision tower"); proc NULL: a 400 "images are not supported" (no preprocessor). 0,
  * or -1 with a 400 naming param (an image that does not decode) and *px empty. */
-int srv_image_accept(int has_vision, const q35_image_proc *proc, const uint8_t *bytes, size_t n, const char *param, q35_pixels *px,
+int srv_image_accept(int has_vision, const q35_image_proc *proc, const uint8_t *bytes, size_t n, int max_tokens, const char *param, q35_pixels *px,
                      srv_err *err);
 #endif

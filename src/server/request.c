@@ -133,8 +133,15 @@ static int check_parts(cJSON *content, int i, const srv_request_ctx *ctx, srv_re
             uint8_t *bytes;
             size_t n;
             if (srv_image_decode_data_url(url->valuestring, ctx->max_image_bytes, param, &bytes, &n, err)) return -1;
+            enum { MAX_IMAGES = 16 };
+            int used = 0; /* tokens of the images so far: the next one gets what the context has left */
+            for (int k = 0; k < r->gen.n_images; k++) used += r->gen.images[k].n_tokens;
+            if (r->gen.n_images >= MAX_IMAGES) {
+                free(bytes);
+                return BAD(err, param, "'%s': at most %d images per request", param, MAX_IMAGES);
+            }
             q35_pixels px;
-            int rc = srv_image_accept(ctx->has_vision, ctx->model ? ctx->image_proc : NULL, bytes, n, param, &px, err);
+            int rc = srv_image_accept(ctx->has_vision, ctx->model ? ctx->image_proc : NULL, bytes, n, ctx->n_ctx - used, param, &px, err);
             free(bytes);
             if (rc) return -1;
             q35_pixels *grown = realloc(r->gen.images, sizeof *grown * (size_t)(r->gen.n_images + 1));
