@@ -144,9 +144,7 @@ INLINE void store16(float *y, __m512 v, int64_t rbase, int64_t r0, int64_t r1) {
  * is unpacked chunk by chunk for each token tile). */
 INLINE void token_tile(const q35_mm_job *j, const uint8_t *grp, int64_t nb, int8_t *wq, int single_chunk, int q4, int64_t g,
                        int64_t r0, int64_t r1, int t0, const int T) {
-    __m512 acc[16];
-    UNROLL
-    for (int t = 0; t < T; t++) acc[t] = _mm512_setzero_ps();
+    __m512 acc[16] = {0}; /* (all set: the tail copy has a run-time T) */
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK_BLOCKS) {
         const int64_t nbk = nb - b0 < CHUNK_BLOCKS ? nb - b0 : CHUNK_BLOCKS;
         if (!single_chunk) {
@@ -157,6 +155,13 @@ INLINE void token_tile(const q35_mm_job *j, const uint8_t *grp, int64_t nb, int8
     }
     UNROLL
     for (int t = 0; t < T; t++) store16(j->Y + (int64_t)(t0 + t) * j->rows, acc[t], 16 * g, r0, r1);
+}
+
+/* The last tile of fewer than 16 tokens: one copy with a run-time token count (a copy per count
+ * made the sanitizer builds take minutes for little speed). */
+static __attribute__((noinline)) void token_tile_tail(const q35_mm_job *j, const uint8_t *grp, int64_t nb, int8_t *wq, int single_chunk,
+                                                      int q4, int64_t g, int64_t r0, int64_t r1, int t0, int T) {
+    token_tile(j, grp, nb, wq, single_chunk, q4, g, r0, r1, t0, T);
 }
 
 static void amx_driver(const q35_mm_job *j, int64_t r0, int64_t r1, int q4) {
@@ -187,13 +192,7 @@ static void amx_driver(const q35_mm_job *j, int64_t r0, int64_t r1, int q4) {
         }
         if (tail) {
             if (cfg != tail) configure(cfg = tail);
-            switch (tail) {
-#define TAIL(k) case k: token_tile(j, grp, nb, wq, single_chunk, q4, g, r0, r1, nfull, k); break;
-                TAIL(1) TAIL(2) TAIL(3) TAIL(4) TAIL(5) TAIL(6) TAIL(7) TAIL(8)
-                TAIL(9) TAIL(10) TAIL(11) TAIL(12) TAIL(13) TAIL(14) TAIL(15)
-#undef TAIL
-            default: break;
-            }
+            token_tile_tail(j, grp, nb, wq, single_chunk, q4, g, r0, r1, nfull, tail);
         }
     }
     if (cfg) _tile_release();

@@ -340,7 +340,7 @@ INLINE void panel_tile(const q35_mm_job *jb, const float *P, int64_t r, __mmask1
     const int64_t cols = jb->cols, rows = jb->rows;
     const float *x = jb->X + (int64_t)t0 * cols + k0;
     float *y = jb->Y + (int64_t)t0 * rows + r;
-    __m512 acc[PANEL_T];
+    __m512 acc[PANEL_T] = {0}; /* (all set: the tail copy has a run-time T) */
     UNROLL
     for (int t = 0; t < T; t++) acc[t] = k0 ? _mm512_maskz_loadu_ps(mr, y + (int64_t)t * rows) : _mm512_setzero_ps();
     for (int k = 0; k < kc; k++) {
@@ -352,6 +352,12 @@ INLINE void panel_tile(const q35_mm_job *jb, const float *P, int64_t r, __mmask1
     for (int t = 0; t < T; t++) _mm512_mask_storeu_ps(y + (int64_t)t * rows, mr, acc[t]);
 }
 
+/* The last tile of fewer than PANEL_T tokens, with a run-time count (one copy, not one per count). */
+static __attribute__((noinline)) void panel_tile_tail(const q35_mm_job *jb, const float *P, int64_t r, __mmask16 mr, int64_t k0, int kc, int t0,
+                                                      int T) {
+    panel_tile(jb, P, r, mr, k0, kc, t0, T);
+}
+
 INLINE void fp_panel(const q35_mm_job *j, int64_t r0, int64_t r1, const int kind) {
     _Alignas(64) float P[PANEL_K * 16]; /* [k][16 rows] */
     for (int64_t r = r0; r < r1; r += 16) {
@@ -361,12 +367,8 @@ INLINE void fp_panel(const q35_mm_job *j, int64_t r0, int64_t r1, const int kind
             const int kc = j->cols - k0 < PANEL_K ? (int)(j->cols - k0) : PANEL_K;
             panel_fill(j, r, nr, k0, kc, kind, P);
             for (int t0 = 0; t0 < j->n; t0 += PANEL_T) {
-                switch (j->n - t0 < PANEL_T ? j->n - t0 : PANEL_T) {
-#define PT(k) case k: panel_tile(j, P, r, mr, k0, kc, t0, k); break;
-                    PT(1) PT(2) PT(3) PT(4) PT(5) PT(6) PT(7) PT(8) PT(9) PT(10) PT(11) PT(12) PT(13) PT(14) PT(15)
-#undef PT
-                default: panel_tile(j, P, r, mr, k0, kc, t0, PANEL_T); break;
-                }
+                if (j->n - t0 >= PANEL_T) panel_tile(j, P, r, mr, k0, kc, t0, PANEL_T);
+                else panel_tile_tail(j, P, r, mr, k0, kc, t0, j->n - t0);
             }
         }
     }
