@@ -17,12 +17,13 @@ typedef struct {
     float *next;         /* bump pointer into m->small */
 } binder;
 
-static q35_status find(binder *b, const char *name, int ndim, const int64_t *shape, q35_tensor *out) {
+q35_status q35_bind_float(const q35_st_index *st, const char *prefix, const char *name, int ndim, const int64_t *shape,
+                          const char *what, const char *kind, q35_tensor *out) {
     char full[256];
-    snprintf(full, sizeof full, "%s%s", b->prefix, name);
-    const q35_tensor *t = q35_st_find(&b->m->st, full);
-    if (!t) return q35_fail(Q35_ERR_MISSING, "%s: missing tensor '%s'", b->what, full);
-    const char *file = q35_st_path_of(&b->m->st, t);
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    const q35_tensor *t = q35_st_find(st, full);
+    if (!t) return q35_fail(Q35_ERR_MISSING, "%s: missing %stensor '%s'", what, kind, full);
+    const char *file = q35_st_path_of(st, t);
     if (t->dtype != Q35_DT_F32 && t->dtype != Q35_DT_BF16 && t->dtype != Q35_DT_F16)
         return q35_fail(Q35_ERR_DTYPE, "%s: tensor '%s' has dtype %s, expected bf16, f16 or f32", file, full, q35_dtype_name(t->dtype));
     int ok = t->ndim == ndim;
@@ -34,8 +35,13 @@ static q35_status find(binder *b, const char *name, int ndim, const int64_t *sha
         return q35_fail(Q35_ERR_SHAPE, "%s: tensor '%s' has shape [%s], expected [%s]", file, full, got, want);
     }
     *out = *t;
-    b->m->weight_bytes += t->nbytes;
     return Q35_OK;
+}
+
+static q35_status find(binder *b, const char *name, int ndim, const int64_t *shape, q35_tensor *out) {
+    const q35_status st = q35_bind_float(&b->m->st, b->prefix, name, ndim, shape, b->what, "", out);
+    if (!st) b->m->weight_bytes += out->nbytes;
+    return st;
 }
 
 static q35_status matrix(binder *b, const char *name, int64_t rows, int64_t cols, q35_tensor *out) {

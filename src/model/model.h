@@ -73,6 +73,10 @@ typedef struct q35_vision_weights {   /* model.visual.* (spec §2.3) */
 /* Bind the tower stored under prefix ("model.visual.") in st to w, shapes checked against vc;
  * what names the source in errors. Float arrays are copied to w->small (free with
  * q35_vision_weights_free); matrices point into st. src/model/vision_weights.c */
+/* The float tensor prefix+name of st (bf16, f16 or f32) with exactly the given shape, into *out; a
+ * missing ("missing <kind>tensor"), wrong-dtype or wrong-shape tensor fails with a one-line message. */
+q35_status q35_bind_float(const q35_st_index *st, const char *prefix, const char *name, int ndim, const int64_t *shape,
+                          const char *what, const char *kind, q35_tensor *out);
 q35_status q35_vision_bind(const q35_st_index *st, const char *prefix, const q35_vision_config *vc, const char *what, q35_vision_weights *w);
 void q35_vision_weights_free(q35_vision_weights *w);
 

@@ -16,24 +16,9 @@ typedef struct {
 } vbinder;
 
 static q35_status vfind(vbinder *b, const char *name, int ndim, const int64_t *shape, q35_tensor *out) {
-    char full[256];
-    snprintf(full, sizeof full, "%s%s", b->prefix, name);
-    const q35_tensor *t = q35_st_find(b->st, full);
-    if (!t) return q35_fail(Q35_ERR_MISSING, "%s: missing vision tensor '%s'", b->what, full);
-    const char *file = q35_st_path_of(b->st, t);
-    if (t->dtype != Q35_DT_F32 && t->dtype != Q35_DT_BF16 && t->dtype != Q35_DT_F16)
-        return q35_fail(Q35_ERR_DTYPE, "%s: tensor '%s' has dtype %s, expected bf16, f16 or f32", file, full, q35_dtype_name(t->dtype));
-    int ok = t->ndim == ndim;
-    for (int i = 0; ok && i < ndim; i++) ok = t->shape[i] == shape[i];
-    if (!ok) {
-        char want[96] = "", got[96] = "";
-        for (int i = 0; i < ndim; i++) snprintf(want + strlen(want), sizeof want - strlen(want), "%s%lld", i ? ", " : "", (long long)shape[i]);
-        for (int i = 0; i < t->ndim; i++) snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
-        return q35_fail(Q35_ERR_SHAPE, "%s: tensor '%s' has shape [%s], expected [%s]", file, full, got, want);
-    }
-    *out = *t;
-    b->w->weight_bytes += t->nbytes;
-    return Q35_OK;
+    const q35_status st = q35_bind_float(b->st, b->prefix, name, ndim, shape, b->what, "vision ", out);
+    if (!st) b->w->weight_bytes += out->nbytes;
+    return st;
 }
 
 static q35_status vmatrix(vbinder *b, const char *name, int64_t rows, int64_t cols, q35_tensor *out) {
