@@ -68,6 +68,7 @@ q35_status q35_map_file(const char *path, q35_mapping *m) {
     void *p = mmap(NULL, n, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (p == MAP_FAILED) return q35_fail(Q35_ERR_IO, "%s: mmap failed: %s", path, strerror(errno));
+    madvise(p, n, MADV_HUGEPAGE); /* file huge pages where the kernel has them (read-only THP for files) */
     m->data = p;
     m->size = n;
     m->anon = 0;

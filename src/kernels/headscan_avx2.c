@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/headscan.h"
+#include "kernels/prefetch.h"
 
 static inline float hsum8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -19,6 +20,7 @@ void q35_headscan_avx2(const uint8_t *rows, size_t row_bytes, const q35_headscan
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = rows + (size_t)r * row_bytes;
         const uint8_t *nib = row + 2 * (size_t)nb;
+        q35_pf(row, (int64_t)row_bytes); /* rows lie end to end: one stream */
         __m256 acc = _mm256_setzero_ps(), acc_g = _mm256_setzero_ps(), acc_e = _mm256_setzero_ps();
         int b = 0;
         for (; b + 8 <= nb; b += 8) {

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "kernels/headscan.h"
+#include "kernels/prefetch.h"
 
 void q35_headscan_avx512(const uint8_t *rows, size_t row_bytes, const q35_headscan_act *act, int64_t r0, int64_t r1, float *a,
                          float *e) {
@@ -13,6 +14,7 @@ void q35_headscan_avx512(const uint8_t *rows, size_t row_bytes, const q35_headsc
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = rows + (size_t)r * row_bytes;
         const uint8_t *nib = row + 2 * (size_t)nb;
+        q35_pf(row, (int64_t)row_bytes); /* rows lie end to end: one stream */
         __m512 acc = _mm512_setzero_ps(), acc_g = _mm512_setzero_ps(), acc_e = _mm512_setzero_ps();
         int b = 0;
         for (; b + 16 <= nb; b += 16) {

@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
+#include "kernels/prefetch.h"
 #include "kernels/quant.h"
 
 /* Activations quantized to 8 bits per block of 32 columns, block-major so the tokens of one block

@@ -55,7 +55,9 @@ INLINE void q4_tile(const uint8_t *grp, int64_t nb, int qt, const q35_act *a, in
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
     const uint8_t *qs = grp + sbytes16(nb) + 16 * qt;
     const uint8x16_t m4 = vdupq_n_u8(15);
+    const int64_t pfs = q35_pf_step(sbytes16(nb) + 256 * nb, nb);
     for (int64_t b = 0; b < nb; b++) {
+        if (T == 1 && !qt) q35_pf(grp + b * pfs, pfs); /* later quarters read the group from cache */
         const float32x4_t dw = h4(grp + 32 * b + 8 * qt);
         const uint8_t *cq = qs + 256 * b;
         int8x16_t lo[4], hi[4];
@@ -89,7 +91,9 @@ INLINE void q8_tile(const uint8_t *grp, int64_t nb, int qt, const q35_act *a, in
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
     const uint8_t *qs = grp + sbytes16(nb) + 16 * qt;
     const uint8x16_t x80 = vdupq_n_u8(0x80);
+    const int64_t pfs = q35_pf_step(sbytes16(nb) + 512 * nb, nb);
     for (int64_t b = 0; b < nb; b++) {
+        if (T == 1 && !qt) q35_pf(grp + b * pfs, pfs);
         const float32x4_t dw = h4(grp + 32 * b + 8 * qt);
         const uint8_t *cq = qs + 512 * b;
         int8x16_t w[8];
@@ -118,12 +122,14 @@ INLINE void q4k_tile(const uint8_t *grp, int64_t nsb, int qt, const q35_act *a, 
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
     const uint8x16_t m4 = vdupq_n_u8(15);
+    const int64_t pfs = q35_pf_step(2368, 8);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 2368 * sb;
         const float32x4_t d = h4(p + 8 * qt), dmin = h4(p + 32 + 8 * qt);
         for (int s = 0; s < 8; s++) {
             const int32x4_t sc = u8x4_s32(p + 64 + 16 * s + 4 * qt), mm = u8x4_s32(p + 192 + 16 * s + 4 * qt);
             const uint8_t *cq = p + 320 + 256 * s + 16 * qt;
+            if (T == 1 && !qt) q35_pf(grp + (8 * sb + s) * pfs, pfs);
             int8x16_t lo[4], hi[4];
             UNROLL
             for (int c = 0; c < 4; c++) {
@@ -157,12 +163,14 @@ INLINE void q6k_tile(const uint8_t *grp, int64_t nsb, int qt, const q35_act *a, 
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
     const uint8x16_t m4 = vdupq_n_u8(15), m30 = vdupq_n_u8(0x30);
+    const int64_t pfs = q35_pf_step(3360, 8);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 3360 * sb;
         const float32x4_t d = h4(p + 8 * qt);
         for (int s = 0; s < 8; s++) {
             const int32x4_t sc0 = s8x4_s32(p + 32 + 16 * (2 * s) + 4 * qt), sc1 = s8x4_s32(p + 32 + 16 * (2 * s + 1) + 4 * qt);
             const uint8_t *L = p + 288 + 384 * s + 16 * qt, *H = p + 288 + 384 * s + 256 + 16 * qt;
+            if (T == 1 && !qt) q35_pf(grp + (8 * sb + s) * pfs, pfs);
             const uint8x16_t h0 = vld1q_u8(H), h1 = vld1q_u8(H + 64);
             const uint8x16_t t0l = vshlq_n_u8(h0, 4), t1l = vshlq_n_u8(h0, 2), t3l = vshrq_n_u8(h0, 2);
             const uint8x16_t t0h = vshlq_n_u8(h1, 4), t1h = vshlq_n_u8(h1, 2), t3h = vshrq_n_u8(h1, 2);
@@ -242,6 +250,9 @@ INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const 
     int64_t k = 0;
     for (; k + 4 <= cols; k += 4) {
         float32x4_t x[4], w[4];
+        if (T == 1)
+            UNROLL
+            for (int i = 0; i < R; i++) q35_pf(w0 + ((size_t)i * cols + k) * esz, 4 * esz);
         UNROLL
         for (int t = 0; t < T; t++) x[t] = vld1q_f32(x0 + (int64_t)t * cols + k);
         UNROLL

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/hugemem.h"
 #include "model/model_gguf.h"
 
 typedef struct {
@@ -218,7 +219,7 @@ void q35_model_free(q35_model *m) {
     q35_model_close_gguf(m);
     q35_greedy_free_head(m);
     pthread_mutex_destroy(&m->head_lock);
-    for (int i = 0; i < m->n_owned; i++) free(m->owned[i]);
+    for (int i = 0; i < m->n_owned; i++) q35_huge_free(m->owned[i]);
     free(m->owned);
     free(m->small);
     free(m->layers);

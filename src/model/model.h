@@ -93,8 +93,10 @@ struct q35_model {
     struct q35_lmhead_approx *head_approx; /* 4-bit bounded copy of the LM head for exact greedy (runtime/greedy.c), built on first use */
     pthread_mutex_t head_lock;        /* guards building head_approx */
     int head_approx_failed;           /* 1: the head cannot have one (dtype); greedy falls back to full logits */
-    void **owned;                     /* [n_owned] buffers of converted weights (quantize.c), freed with the model */
+    void **owned;                     /* [n_owned] huge-page chunks holding converted weights (quantize.c), freed with the model */
     int n_owned, cap_owned;
+    uint8_t *arena_next;              /* the free rest of the last chunk: arena_left bytes */
+    size_t arena_left;
     int has_vision;                   /* 1: the vision tower is bound (cfg.vision, vision) */
     q35_vision_weights vision;
     struct q35_gguf_model *gguf;      /* the mapped GGUF file the tensors point into (model_gguf.c); NULL for safetensors */

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "core/err.h"
+#include "core/hugemem.h"
 #include "core/pool.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
@@ -81,6 +82,30 @@ static q35_status own(struct q35_model *m, void *p) {
     return Q35_OK;
 }
 
+/* Converted tensors are carved end to end (64-byte aligned) from 64 MiB chunks of huge pages, so
+ * that the small matrices share huge pages too and no page is half used; a tensor larger than a
+ * chunk gets its own. Only written pages count: a chunk's unused tail costs nothing. */
+enum { ARENA_CHUNK = 64 << 20 };
+static void *arena_take(struct q35_model *m, size_t bytes) {
+    bytes = (bytes + 63) & ~(size_t)63;
+    if (bytes > m->arena_left) {
+        const size_t chunk = bytes > ARENA_CHUNK ? bytes : ARENA_CHUNK;
+        uint8_t *p = q35_huge_alloc(chunk);
+        if (!p) return NULL;
+        if (own(m, p)) {
+            q35_huge_free(p);
+            return NULL;
+        }
+        if (bytes == chunk) return p; /* a tensor of its own: keep the current chunk's rest */
+        m->arena_next = p;
+        m->arena_left = chunk;
+    }
+    void *p = m->arena_next;
+    m->arena_next += bytes;
+    m->arena_left -= bytes;
+    return p;
+}
+
 /* Convert t in place to dt (when dt can encode its rows; else fallback), straight into the
  * interleaved layout when the kernels have one for dt. Works in slices of rows, dropping the
  * source pages of each slice once converted, so memory never holds two copies of a tensor. */
@@ -124,10 +149,9 @@ static q35_status convert(struct q35_model *m, q35_tensor *t, q35_dtype dt, q35_
     const size_t packed_bytes = q35_repack_size(&target);
     if (t->dtype == dt && (t->layout != Q35_LAYOUT_ROWS || !packed_bytes)) return Q35_OK; /* nothing to gain */
     const size_t total = packed_bytes ? packed_bytes : target.nbytes;
-    uint8_t *dst = aligned_alloc(64, (total + 63) & ~(size_t)63);
+    uint8_t *dst = arena_take(m, total); /* given back only with the model, also on failure */
     uint8_t *slice = packed_bytes && t->dtype != dt ? aligned_alloc(64, (row_bytes * SLICE_ROWS + 63) & ~(size_t)63) : NULL;
     if (!dst || (packed_bytes && t->dtype != dt && !slice)) {
-        free(dst);
         free(slice);
         return q35_fail(Q35_ERR_NOMEM, "cannot allocate %.1f MB to convert %s", total / 1e6, t->name);
     }
@@ -145,7 +169,6 @@ static q35_status convert(struct q35_model *m, q35_tensor *t, q35_dtype dt, q35_
             if (tasks > n) tasks = (int)n;
             q35_pool_run(pool, tasks > 0 ? tasks : 1, convert_task, &ctx);
             if (ctx.failed) {
-                free(dst);
                 free(slice);
                 return q35_fail(Q35_ERR_NOMEM, "converting %s to %s failed", t->name, q35_dtype_name(dt));
             }
@@ -159,7 +182,6 @@ static q35_status convert(struct q35_model *m, q35_tensor *t, q35_dtype dt, q35_
             part.data = rowmajor;
             part.nbytes = row_bytes * (size_t)n;
             if (q35_tensor_repack(&part, dst + (size_t)(r0 / 16) * group_bytes, &packed) != 0) {
-                free(dst);
                 free(slice);
                 return q35_fail(Q35_ERR_UNSUPPORTED, "repacking %s as %s failed", t->name, q35_dtype_name(dt));
             }
@@ -167,11 +189,6 @@ static q35_status convert(struct q35_model *m, q35_tensor *t, q35_dtype dt, q35_
         if (t->layout == Q35_LAYOUT_ROWS) drop_source((const uint8_t *)t->data + (size_t)r0 * src_row_bytes, (size_t)n * src_row_bytes);
     }
     free(slice);
-    q35_status st = own(m, dst);
-    if (st) {
-        free(dst);
-        return st;
-    }
     *t = target;
     t->data = dst;
     if (packed_bytes) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/hugemem.h"
 #include "core/pool.h"
 #include "kernels/headscan.h"
 #include "kernels/kernels.h"
@@ -74,7 +75,7 @@ q35_status q35_lmhead_build(const q35_tensor *head, q35_lmhead_approx *out) {
     out->cols = head->shape[1];
     const int64_t nb = out->cols / 32;
     out->row_bytes = (size_t)(2 * nb + 16 * nb);
-    out->data = malloc(out->row_bytes * (size_t)out->rows);
+    out->data = q35_huge_alloc(out->row_bytes * (size_t)out->rows);
     if (!out->data) return q35_fail(Q35_ERR_NOMEM, "fast greedy head: cannot allocate %.0f MB", out->row_bytes * (double)out->rows / 1e6);
     build_ctx ctx = {head, out, 0};
     q35_pool *pool = q35_global_pool();
@@ -100,7 +101,7 @@ q35_status q35_lmhead_build(const q35_tensor *head, q35_lmhead_approx *out) {
 }
 
 void q35_lmhead_free(q35_lmhead_approx *ap) {
-    free(ap->data);
+    q35_huge_free(ap->data);
     memset(ap, 0, sizeof *ap);
 }
 

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "core/hugemem.h"
 #include "core/pool.h"
 #include "layers/layers.h"
 #include "runtime/state.h"
@@ -38,6 +39,12 @@ static float *alloc_f(size_t n, int *fail) {
     if (!p) *fail = 1;
     return p;
 }
+/* The recurrent state and the KV cache: read (and the state written) every token, on huge pages. */
+static float *alloc_big(size_t n, int *fail) {
+    float *p = q35_huge_alloc(sizeof(float) * n);
+    if (!p) *fail = 1;
+    return p;
+}
 
 q35_status q35_session_new(q35_model *m, int n_ctx, q35_session **out) {
     *out = NULL;
@@ -59,9 +66,9 @@ q35_status q35_session_new(q35_model *m, int n_ctx, q35_session **out) {
     for (int i = 0, nl = 0, nf = 0; s->slot && i < c->n_layers; i++) s->slot[i] = c->layer_full[i] ? nf++ : nl++;
     s->conv = alloc_f((size_t)c->n_linear * (c->conv_kernel - 1) * C, &fail);
     s->conv_taps = alloc_f((size_t)c->n_linear * c->conv_kernel * C, &fail);
-    s->rec = alloc_f((size_t)c->n_linear * c->lin_v_heads * c->lin_k_dim * c->lin_v_dim, &fail);
-    s->k_cache = alloc_f((size_t)c->n_full * n_ctx * kvw, &fail);
-    s->v_cache = alloc_f((size_t)c->n_full * n_ctx * kvw, &fail);
+    s->rec = alloc_big((size_t)c->n_linear * c->lin_v_heads * c->lin_k_dim * c->lin_v_dim, &fail);
+    s->k_cache = alloc_big((size_t)c->n_full * n_ctx * kvw, &fail);
+    s->v_cache = alloc_big((size_t)c->n_full * n_ctx * kvw, &fail);
     s->inv_freq = alloc_f((size_t)c->rope_dim / 2, &fail);
     s->mark_conv = alloc_f(q35_conv_floats(c), &fail);
     s->mark_rec = alloc_f(q35_rec_floats(c), &fail);
@@ -109,7 +116,7 @@ void q35_session_free(q35_session *s) {
     free(sc->x); free(sc->xn); free(sc->proj); free(sc->proj2); free(sc->ba); free(sc->core); free(sc->ff);
     free(sc->out); free(sc->rope_cos); free(sc->rope_sin); free(sc->pos3); free(sc->gdn_gb); free(sc->work);
     q35_greedy_free_scratch(s);
-    free(s->slot); free(s->conv); free(s->conv_taps); free(s->rec); free(s->k_cache); free(s->v_cache); free(s->inv_freq);
+    free(s->slot); free(s->conv); free(s->conv_taps); q35_huge_free(s->rec); q35_huge_free(s->k_cache); q35_huge_free(s->v_cache); free(s->inv_freq);
     free(s->mark_conv); free(s->mark_rec); free(s->tokens); free(s->keys);
     free(s);
 }
