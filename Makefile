@@ -101,7 +101,7 @@ NEON_CC   ?= aarch64-linux-gnu-gcc
 NEON_AR   ?= aarch64-linux-gnu-ar
 NEON_QEMU ?= qemu-aarch64
 NEON_DIR  := $(BUILD)/neon
-NEON_SRC  := $(sort $(filter-out %_avx2.c %_avx512.c %_amx.c,$(wildcard src/kernels/*.c)) src/core/pool.c src/core/err.c src/model/tensor.c)
+NEON_SRC  := $(sort $(filter-out %_avx2.c %_avx512.c %_amx.c,$(wildcard src/kernels/*.c)) src/core/pool.c src/core/err.c src/core/hugemem.c src/model/tensor.c)
 NEON_OBJ  := $(NEON_SRC:%.c=$(NEON_DIR)/%.o)
 $(NEON_DIR)/%.o: %.c
 	@mkdir -p $(dir $@)

@@ -12,7 +12,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "core/hugemem.h"
 #include "core/pool.h"
+#include "kernels/membw.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "q35.h"
@@ -44,57 +46,6 @@ static float frand(void) {
     return (float)((double)(rs >> 11) / 9007199254740992.0 - 0.5);
 }
 
-/* ---- read bandwidth ---- */
-typedef struct bw_ctx {
-    const uint8_t *p;
-    size_t n;
-    uint64_t sink[64];
-} bw_ctx;
-
-#if defined(__x86_64__)
-__attribute__((target("avx2"))) static uint64_t read_range(const uint8_t *p, size_t n) {
-    __m256i a = _mm256_setzero_si256(), b = a, c = a, d = a;
-    for (size_t i = 0; i + 128 <= n; i += 128) {
-        a = _mm256_xor_si256(a, _mm256_load_si256((const __m256i *)(p + i)));
-        b = _mm256_xor_si256(b, _mm256_load_si256((const __m256i *)(p + i + 32)));
-        c = _mm256_xor_si256(c, _mm256_load_si256((const __m256i *)(p + i + 64)));
-        d = _mm256_xor_si256(d, _mm256_load_si256((const __m256i *)(p + i + 96)));
-    }
-    a = _mm256_xor_si256(_mm256_xor_si256(a, b), _mm256_xor_si256(c, d));
-    return (uint64_t)_mm256_extract_epi64(a, 0) ^ (uint64_t)_mm256_extract_epi64(a, 3);
-}
-#else
-static uint64_t read_range(const uint8_t *p, size_t n) {
-    uint64_t a = 0, b = 0, c = 0, d = 0;
-    const uint64_t *q = (const uint64_t *)p;
-    for (size_t i = 0; i + 4 <= n / 8; i += 4) { a ^= q[i]; b ^= q[i + 1]; c ^= q[i + 2]; d ^= q[i + 3]; }
-    return a ^ b ^ c ^ d;
-}
-#endif
-
-static void bw_task(void *v, int i, int n) {
-    bw_ctx *c = v;
-    const size_t per = (c->n / (size_t)n) & ~(size_t)127;
-    c->sink[i * 8] = read_range(c->p + per * (size_t)i, per);
-}
-
-static double read_bandwidth(int threads, int reps) {
-    const size_t n = (size_t)1 << 30;
-    uint8_t *p = NULL;
-    if (posix_memalign((void **)&p, 64, n)) return 0;
-    memset(p, 1, n);
-    q35_set_threads(threads);
-    bw_ctx c = {p, n, {0}};
-    double t[32];
-    for (int r = 0; r < reps; r++) {
-        const double t0 = now();
-        q35_pool_run(q35_global_pool(), threads, bw_task, &c);
-        t[r] = now() - t0;
-    }
-    free(p);
-    return (double)n / median(t, reps) / 1e9;
-}
-
 /* ---- products ---- */
 typedef struct shape {
     const char *name;
@@ -106,7 +57,7 @@ enum { NSH = 6 };
 
 typedef struct layer_set {
     q35_tensor t[64][NSH];
-    void *mem[64][NSH];
+    uint8_t *mem; /* every copy, end to end, on huge pages (as the loader's arena) */
     int layers;
     size_t bytes; /* all copies */
 } layer_set;
@@ -114,39 +65,45 @@ typedef struct layer_set {
 static int make_set(layer_set *s, q35_dtype dt, int layers) {
     s->layers = layers;
     s->bytes = 0;
+    q35_tensor base[NSH];
+    size_t sz[NSH], total = 0;
+    int packed[NSH];
     for (int k = 0; k < NSH; k++) {
         const int64_t rows = SHAPES[k].rows, cols = SHAPES[k].cols;
         const size_t rb = q35_dtype_size(dt) ? q35_dtype_size(dt) * (size_t)cols : q35_row_bytes(dt, cols);
         uint8_t *raw = malloc(rb * (size_t)rows);
         float *row = malloc(sizeof(float) * (size_t)cols);
+        if (!raw || !row) return -1;
         for (int64_t r = 0; r < rows; r++) {
             for (int64_t c = 0; c < cols; c++) row[c] = 0.05f * frand();
             q35_quantize_row(dt, row, raw + rb * (size_t)r, cols);
         }
         free(row);
-        q35_tensor base = {.name = SHAPES[k].name, .dtype = dt, .ndim = 2, .shape = {rows, cols}, .data = raw, .nbytes = rb * (size_t)rows};
-        const size_t rsz = q35_repack_size(&base), sz = rsz ? rsz : base.nbytes;
-        for (int l = 0; l < layers; l++) {
-            void *m = NULL;
-            if (posix_memalign(&m, 64, sz)) return -1;
-            if (rsz) q35_tensor_repack(&base, m, &s->t[l][k]);
+        base[k] = (q35_tensor){.name = SHAPES[k].name, .dtype = dt, .ndim = 2, .shape = {rows, cols}, .data = raw, .nbytes = rb * (size_t)rows};
+        const size_t rsz = q35_repack_size(&base[k]);
+        packed[k] = rsz != 0;
+        sz[k] = ((rsz ? rsz : base[k].nbytes) + 63) & ~(size_t)63;
+        total += sz[k] * (size_t)layers;
+    }
+    s->mem = q35_huge_alloc(total);
+    size_t off = 0;
+    for (int l = 0; l < layers && s->mem; l++) /* in the order run_set reads them, as the loader's arena */
+        for (int k = 0; k < NSH; k++) {
+            uint8_t *m = s->mem + off;
+            off += sz[k];
+            if (packed[k]) q35_tensor_repack(&base[k], m, &s->t[l][k]);
             else {
-                memcpy(m, raw, sz);
-                s->t[l][k] = base;
+                memcpy(m, base[k].data, base[k].nbytes);
+                s->t[l][k] = base[k];
                 s->t[l][k].data = m;
             }
-            s->mem[l][k] = m;
-            s->bytes += sz;
+            s->bytes += s->t[l][k].nbytes;
         }
-        free(raw);
-    }
-    return 0;
+    for (int k = 0; k < NSH; k++) free((void *)base[k].data);
+    return s->mem ? 0 : -1;
 }
 
-static void free_set(layer_set *s) {
-    for (int l = 0; l < s->layers; l++)
-        for (int k = 0; k < NSH; k++) free(s->mem[l][k]);
-}
+static void free_set(layer_set *s) { q35_huge_free(s->mem); }
 
 static double run_set(layer_set *s, const float *X, float *Y, int n, int reps) {
     double t[64];
@@ -181,7 +138,9 @@ int main(int argc, char **argv) {
         const q35_dtype all[] = {Q35_DT_BF16, Q35_DT_F16, Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4R, Q35_DT_Q4_K, Q35_DT_Q6_K};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fmts[nfmt++] = all[i];
     }
-    printf("read bandwidth (1 GiB, median of %d): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", reps, read_bandwidth(1, reps), read_bandwidth(2, reps));
+    q35_set_threads(2);
+    const double bw1 = q35_read_bandwidth((size_t)1 << 30, 1, reps), bw2 = q35_read_bandwidth((size_t)1 << 30, 2, reps);
+    printf("read bandwidth (1 GiB on huge pages, best of %d): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", 3 * reps, bw1, bw2);
     float *X = malloc(sizeof(float) * 64 * 3584), *Y = malloc(sizeof(float) * 64 * 6144);
     for (int i = 0; i < 64 * 3584; i++) X[i] = frand();
     const q35_isa best = q35_isa_best();
@@ -219,7 +178,7 @@ int main(int argc, char **argv) {
             q35_tensor Wh = {.name = "lm_head", .dtype = fmts[f], .ndim = 2, .shape = {rows, cols}, .data = raw, .nbytes = rb * (size_t)rows};
             void *rp = NULL;
             const size_t rsz = q35_repack_size(&Wh);
-            if (rsz && !posix_memalign(&rp, 64, rsz)) {
+            if (rsz && (rp = q35_huge_alloc(rsz))) {
                 q35_tensor_repack(&Wh, rp, &Wh);
                 free(raw);
                 raw = NULL;
@@ -237,7 +196,7 @@ int main(int argc, char **argv) {
                        (double)Wh.nbytes / median(t, reps) / 1e9, "-");
             }
             free(raw);
-            free(rp);
+            q35_huge_free(rp);
             free(row);
             free(Yh);
         }

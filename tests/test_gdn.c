@@ -193,6 +193,40 @@ static void test_elementwise(void) {
     }
 }
 
+/* argmax of every ISA equals the plain loop: random rows of many lengths, ties (the first wins),
+ * NaNs (skipped; at 0: index 0), -inf, signed zeros, the maximum at either end. */
+static int64_t argmax_loop(const float *x, int64_t n) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+static void test_argmax(void) {
+    enum { N = 5000 };
+    static float x[N];
+    uint64_t st = 12345;
+    for (int k = 0; k < n_isas; k++) {
+        const q35_gdn_kernels *kn = isas[k];
+        for (int trial = 0; trial < 400; trial++) {
+            const int n = trial < 40 ? trial + 1 : 1 + (int)((st = st * 6364136223846793005ull + 1442695040888963407ull) >> 33) % N;
+            const int kind = trial % 8;
+            for (int i = 0; i < n; i++) {
+                st = st * 6364136223846793005ull + 1442695040888963407ull;
+                const int r = (int)(st >> 40);
+                x[i] = kind == 1 ? (float)(r % 7) : kind == 2 ? 0.0f * ((r & 1) ? 1 : -1) : (float)(r % 100000) / 1000.0f - 50.0f;
+                if (kind == 3 && r % 50 == 0) x[i] = NAN;
+                if (kind == 4) x[i] = -INFINITY;
+            }
+            if (kind == 5) x[0] = NAN;
+            if (kind == 6) x[n - 1] = 1e30f;
+            if (kind == 7) x[0] = 1e30f, x[n - 1] = 1e30f;
+            const int64_t want = argmax_loop(x, n), got = kn->argmax(x, n);
+            CHECK(got == want, "%s argmax n=%d kind %d: %lld, the loop %lld", kn->name, n, kind, (long long)got, (long long)want);
+        }
+    }
+    CHECK(q35_argmax(x, 1) == 0, "n = 1");
+}
+
 /* The conv of the original per-token code: taps [C][K], state [K-1][C]. */
 static void conv_ref(float *x, int C, float *state, const float *taps, int K, int n) {
     for (int t = 0; t < n; t++) {
@@ -450,6 +484,7 @@ int main(void) {
     RUN(test_gemm);
     RUN(test_transpose);
     RUN(test_elementwise);
+    RUN(test_argmax);
     RUN(test_conv);
     RUN(test_recur);
     RUN(test_chunk_vs_recurrence);

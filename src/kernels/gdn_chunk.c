@@ -64,3 +64,5 @@ const q35_gdn_kernels *q35_gdn_kernels_best(void) {
     atomic_store_explicit(&best, k, memory_order_release);
     return k;
 }
+
+int64_t q35_argmax(const float *x, int64_t n) { return q35_gdn_kernels_best()->argmax(x, n); }

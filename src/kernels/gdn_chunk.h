@@ -6,6 +6,7 @@
 #ifndef Q35_KERNELS_GDN_CHUNK_H
 #define Q35_KERNELS_GDN_CHUNK_H
 #include <stddef.h>
+#include <stdint.h>
 
 enum {
     Q35_TRI_NONE = 0,
@@ -49,6 +50,9 @@ typedef struct q35_gdn_kernels {
      * there and 0 on [vis, nk); *sum = *sum * exp(*m - m') + sum(s); *m = m'. Returns exp(*m - m')
      * (0 when *m was -inf), the factor the row's earlier output must be scaled by. */
     float (*softmax_row)(float *s, int vis, int nk, float scale, float *m, float *sum);
+    /* The first index of the largest of x[0..n) (NaNs skipped; x[0] = NaN gives 0), as the plain
+     * loop `best = 0; for i: if (x[i] > x[best]) best = i` */
+    int64_t (*argmax)(const float *x, int64_t n);
     /* o[n] = w * (o / sqrt(mean(o^2) + eps)) * silu(z) */
     void (*gated_rmsnorm)(float *o, const float *z, const float *w, int n, float eps);
     /* Causal depthwise conv + SiLU over channels [c0, c1) of n tokens, in place: x row t at

@@ -548,6 +548,34 @@ static void FN(chunk)(const q35_gdn_head *h, int L, float *work) {
     }
 }
 
+/* ---------------------------------------------------------------- argmax */
+/* The first index of the largest of x[0..n): what `best = 0; if (x[i] > x[best]) best = i` gives,
+ * NaNs included (skipped; x[0] = NaN gives 0). Maxima of blocks of 1024 in vectors, then the first
+ * block holding the largest value is searched for its first occurrence. */
+static int64_t FN(argmax)(const float *x, int64_t n) {
+    enum { BLK = 1024 };
+    if (n <= 1 || x[0] != x[0]) return 0;
+    float best = x[0];
+    int64_t best_b0 = 0;
+    for (int64_t b0 = 0; b0 < n; b0 += BLK) {
+        const int64_t len = n - b0 < BLK ? n - b0 : BLK;
+        const float *p = x + b0;
+        int64_t i = 0;
+        float m = -__builtin_inff();
+        if (len >= VL) {
+            vec mv = VSET1(m);
+            for (; i + VL <= len; i += VL) mv = VMAX(VLOAD(p + i), mv); /* a NaN in x keeps mv */
+            m = VHMAX(mv);
+        }
+        for (; i < len; i++)
+            if (p[i] > m) m = p[i];
+        if (m > best) best = m, best_b0 = b0;
+    }
+    for (int64_t i = best_b0; i < n; i++)
+        if (x[i] == best) return i;
+    return 0; /* not reached: best is x[0] or an element of block best_b0 */
+}
+
 /* ---------------------------------------------------------------- the table */
 const q35_gdn_kernels FN(q35_gdn_kernels) = {
     .name = ISA_NAME,
@@ -563,6 +591,7 @@ const q35_gdn_kernels FN(q35_gdn_kernels) = {
     .rmsnorm = FN(rmsnorm),
     .sigmoid_mul = FN(sigmoid_mul),
     .softmax_row = FN(softmax_row),
+    .argmax = FN(argmax),
     .transpose = FN(transpose),
     .gated_rmsnorm = FN(gated_rmsnorm),
     .conv_silu = FN(conv_silu),

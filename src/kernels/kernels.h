@@ -71,6 +71,9 @@ static inline float q35_softplus(float x) { return x > 20.0f ? x : __builtin_log
 
 /* x[n] -> softmax in place (max-subtracted, fp32). */
 void q35_softmax(float *x, int n);
+/* The first index of the largest of x[0..n) (NaNs skipped; x[0] = NaN gives 0): greedy decoding's
+ * choice, vectorised (gdn_chunk.h's argmax of the best ISA). */
+int64_t q35_argmax(const float *x, int64_t n);
 
 /* Partial NeoX RoPE on x[0..rot): pairs (i, i+rot/2) rotate by angle[i]; cos/sin are [rot/2]. */
 void q35_rope_neox(float *x, int rot, const float *cos_, const float *sin_);

@@ -50,10 +50,7 @@ q35_status q35_session_eval_argmax(q35_session *s, const int32_t *tokens, int n,
         if (!logits) return q35_fail(Q35_ERR_NOMEM, "out of memory");
         q35_status st = q35_session_eval(s, tokens, n, logits, NULL);
         if (!st) {
-            int32_t best = 0;
-            for (int i = 1; i < c->vocab; i++)
-                if (logits[i] > logits[best]) best = i;
-            *next = best;
+            *next = (int32_t)q35_argmax(logits, c->vocab);
             if (n_rescored) *n_rescored = c->vocab;
         }
         free(logits);

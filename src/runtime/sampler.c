@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "kernels/kernels.h"
 #include "core/file.h"
 #include "formats/json.h"
 #include "q35.h"
@@ -125,10 +126,7 @@ int32_t q35_sampler_sample(q35_sampler *s, float *logits) {
         logits[id] -= p->presence_penalty;
     }
     if (p->temperature <= 0.0f) {
-        int best = 0;
-        for (int i = 1; i < V; i++)
-            if (logits[i] > logits[best]) best = i;
-        return best;
+        return (int32_t)q35_argmax(logits, V);
     }
     /* Candidates: the top_k best (all when off), sorted by logit. */
     int n = 0;
