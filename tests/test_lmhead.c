@@ -4,6 +4,7 @@
 #include "kernels/headscan.h"
 #include "kernels/kernels.h"
 #include "runtime/lmhead.h"
+#include "runtime/state.h"
 #include "q35.h"
 #include "test.h"
 
@@ -74,6 +75,7 @@ static void test_sessions(void) {
             q35_load_opts o = {.weights = weights[wi]};
             q35_model *m;
             if (q35_model_load_ex(dir, &o, &m)) { CHECK(0, "%s", q35_last_error()); continue; }
+            q35_greedy_skip_trial(m); /* the scan on every fixture, flat logits included */
             q35_model_info info;
             q35_model_get_info(m, &info);
             q35_session *a, *b;
@@ -103,8 +105,45 @@ static void test_sessions(void) {
     printf("# %d greedy steps through whole models equal exhaustive scoring; at most %d rows rescored\n", steps, max_rescored);
 }
 
+/* The trial on a model's first greedy token builds the 4-bit head for the trained talker (it prunes
+ * all but ~1% of the rows) and not for a random-weight fixture (flat logits: nearly every row
+ * would be rescored), and the tokens are those of exhaustive scoring either way. */
+static void test_trial(void) {
+    const char *models[] = {"talker", "narrow8"};
+    for (int mi = 0; mi < 2; mi++) {
+        char dir[1024];
+        snprintf(dir, sizeof dir, "%s/models/%s", test_data_dir(), models[mi]);
+        q35_model *m;
+        if (q35_model_load(dir, &m)) { CHECK(0, "%s", q35_last_error()); continue; }
+        q35_model_info info;
+        q35_model_get_info(m, &info);
+        q35_session *a, *b;
+        q35_session_new(m, 64, &a);
+        q35_session_new(m, 64, &b);
+        float *logits = malloc(sizeof(float) * info.n_vocab);
+        int32_t prompt[4] = {7, 300, 21, 64}, ta = 0;
+        int n_r = 0, same = 1;
+        CHECK(q35_session_eval_argmax(a, prompt, 4, &ta, &n_r) == Q35_OK, "%s", q35_last_error());
+        CHECK(n_r == info.n_vocab, "%s: the first token is scored exhaustively (%d rows)", models[mi], n_r);
+        q35_session_eval(b, prompt, 4, logits, NULL);
+        for (int step = 0; step < 8 && same; step++) {
+            same = ta == (int32_t)q35_argmax(logits, info.n_vocab);
+            q35_session_eval_argmax(a, &ta, 1, &ta, &n_r);
+            q35_session_eval(b, &(int32_t){(int32_t)q35_argmax(logits, info.n_vocab)}, 1, logits, NULL);
+        }
+        CHECK(same, "%s: a token differs from exhaustive scoring", models[mi]);
+        if (mi == 0) CHECK(m->head_approx != NULL && n_r < info.n_vocab / 10, "talker: the 4-bit head was not used (%d rows rescored)", n_r);
+        else CHECK(m->head_approx == NULL && m->head_approx_failed, "narrow8: the 4-bit head was built for flat logits");
+        free(logits);
+        q35_session_free(a);
+        q35_session_free(b);
+        q35_model_free(m);
+    }
+}
+
 int main(void) {
     RUN(test_matches_exhaustive);
     RUN(test_sessions);
+    RUN(test_trial);
     TEST_EXIT();
 }

@@ -394,8 +394,9 @@ int cmd_bench(int argc, char **argv) {
                    info.head_format, load ? "in memory" : "mmap'd", info.weight_bytes / 1e6, per_tok_mb);
             printf("threads        %d\n", q35_get_threads());
             if (n_gen > 0)
-                printf("greedy head    %s\n", exhaustive ? "exhaustive (full logits)"
-                                                       : "bounded 4-bit scan + exact rescoring");
+                printf("greedy head    %s\n", exhaustive                   ? "exhaustive (full logits)"
+                                               : rescored < n_steps * 0.5 * info.n_vocab ? "bounded 4-bit scan + exact rescoring"
+                                                                                         : "full logits (the bounded 4-bit scan would not prune them)");
             if (n_gen > 0 && !exhaustive) printf("rescored rows  %.1f per token (of %d)\n", n_steps ? rescored / n_steps : 0, info.n_vocab);
             if (n_prompt > 0) printf("prompt %-6ld  %8.1f tok/s  (median of %ld; %.1f .. %.1f)\n", n_prompt, p.median, reps, p.lo, p.hi);
             if (n_gen > 0) printf("generate %-4ld  %8.2f tok/s  (median of %ld; %.2f .. %.2f)\n", n_gen, g.median, reps, g.lo, g.hi);

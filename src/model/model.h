@@ -92,7 +92,8 @@ struct q35_model {
     char *dir;
     struct q35_lmhead_approx *head_approx; /* 4-bit bounded copy of the LM head for exact greedy (runtime/greedy.c), built on first use */
     pthread_mutex_t head_lock;        /* guards building head_approx */
-    int head_approx_failed;           /* 1: the head cannot have one (dtype); greedy falls back to full logits */
+    int head_approx_failed;           /* 1: no copy (it would not pay, or the head cannot have one); greedy uses full logits */
+    int head_trial_off;               /* 1: build the copy without the trial (q35_greedy_skip_trial, tests) */
     void **owned;                     /* [n_owned] huge-page chunks holding converted weights (quantize.c), freed with the model */
     int n_owned, cap_owned;
     uint8_t *arena_next;              /* the free rest of the last chunk: arena_left bytes */

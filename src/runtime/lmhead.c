@@ -39,30 +39,34 @@ typedef struct {
     int failed;
 } build_ctx;
 
+/* Row r of head as a 4-bit row of the copy (layout of kernels/headscan.h); full: [H] scratch. */
+static void build_row(const q35_tensor *head, int64_t r, int64_t H, uint8_t *row, float *full) {
+    const int64_t nb = H / 32;
+    uint8_t *nib = row + 2 * nb;
+    q35_tensor_dequant_row(head, r, full);
+    for (int64_t b = 0; b < nb; b++) {
+        const float *w = full + 32 * b;
+        float mx = 0;
+        for (int k = 0; k < 32; k++) mx = fabsf(w[k]) > mx ? fabsf(w[k]) : mx;
+        const uint16_t dbits = f16_round_up(mx / 7.0f);
+        memcpy(row + 2 * b, &dbits, 2);
+        const float d = q35_f16_to_f32(dbits), inv = d > 0 ? 1.0f / d : 0;
+        for (int k = 0; k < 16; k++) {
+            int q0 = (int)lrintf(w[k] * inv), q1 = (int)lrintf(w[k + 16] * inv);
+            q0 = q0 < -7 ? -7 : q0 > 7 ? 7 : q0;
+            q1 = q1 < -7 ? -7 : q1 > 7 ? 7 : q1;
+            nib[16 * b + k] = (uint8_t)((q0 + 8) | ((q1 + 8) << 4));
+        }
+    }
+}
+
 static void build_task(void *vctx, int i, int n) {
     build_ctx *ctx = vctx;
-    const int64_t V = ctx->ap->rows, H = ctx->ap->cols, nb = H / 32;
+    const int64_t V = ctx->ap->rows, H = ctx->ap->cols;
     const int64_t r0 = V * i / n, r1 = V * (i + 1) / n;
     float *full = malloc(sizeof(float) * (size_t)H);
     if (!full) { ctx->failed = 1; return; }
-    for (int64_t r = r0; r < r1; r++) {
-        uint8_t *row = ctx->ap->data + (size_t)r * ctx->ap->row_bytes, *nib = row + 2 * nb;
-        q35_tensor_dequant_row(ctx->head, r, full);
-        for (int64_t b = 0; b < nb; b++) {
-            const float *w = full + 32 * b;
-            float mx = 0;
-            for (int k = 0; k < 32; k++) mx = fabsf(w[k]) > mx ? fabsf(w[k]) : mx;
-            const uint16_t dbits = f16_round_up(mx / 7.0f);
-            memcpy(row + 2 * b, &dbits, 2);
-            const float d = q35_f16_to_f32(dbits), inv = d > 0 ? 1.0f / d : 0;
-            for (int k = 0; k < 16; k++) {
-                int q0 = (int)lrintf(w[k] * inv), q1 = (int)lrintf(w[k + 16] * inv);
-                q0 = q0 < -7 ? -7 : q0 > 7 ? 7 : q0;
-                q1 = q1 < -7 ? -7 : q1 > 7 ? 7 : q1;
-                nib[16 * b + k] = (uint8_t)((q0 + 8) | ((q1 + 8) << 4));
-            }
-        }
-    }
+    for (int64_t r = r0; r < r1; r++) build_row(ctx->head, r, H, ctx->ap->data + (size_t)r * ctx->ap->row_bytes, full);
     free(full);
 }
 
@@ -118,8 +122,8 @@ static void scan_task(void *vctx, int i, int n) {
     ctx->fn(ctx->ap->data, ctx->ap->row_bytes, ctx->act, r0, r1, ctx->a, ctx->e);
 }
 
-int32_t q35_lmhead_argmax(const q35_tensor *head, const q35_lmhead_approx *ap, const float *h, q35_lmhead_scratch *sc, int *n_rescored) {
-    const int64_t V = ap->rows, H = ap->cols;
+/* The scan's 8-bit activation blocks of h and each block's bound weight c_b (headscan.h). */
+static void prep_act(int64_t H, int quantized_exact, const float *h, q35_lmhead_scratch *sc) {
     const int nb = (int)(H / 32);
     const float u = FLT_EPSILON / 2;               /* unit roundoff of float32 */
     const float r = 0.5f * (1.0f + 16.0f * u);      /* rounding to the nearest step, plus the division's error */
@@ -146,9 +150,41 @@ int32_t q35_lmhead_argmax(const q35_tensor *head, const q35_lmhead_approx *ap, c
         /* |exact - approx| per unit of d_b: weight rounding r*||h||_1, activation rounding
          * 7*32*r*dh (|q| <= 7), the exact kernel's own error (|w| <= 7.5 d_b), the scan's rounding. */
         /* A block-quantized exact head is scored with 8-bit activations: |h - h'| <= max|h_b| / 254. */
-        const float act8 = ap->quantized_exact ? 7.5f * 32.0f * (0.5f / 127.0f) * 1.01f * mx : 0.0f;
+        const float act8 = quantized_exact ? 7.5f * 32.0f * (0.5f / 127.0f) * 1.01f * mx : 0.0f;
         sc->c[b] = (r * l1 + 224.0f * r * dh + 7.5f * eps_exact * l1 + act8 + fp_scan * dh) * (1.0f + 4.0f * (float)nb * u) * 1.001f;
     }
+}
+
+double q35_lmhead_trial(const q35_tensor *head, const float *h, const float *logits, q35_lmhead_scratch *sc) {
+    if (head->ndim != 2 || head->shape[1] % 32 != 0) return 1.0;
+    const int64_t V = head->shape[0], H = head->shape[1], nb = H / 32, stride = V > 4096 ? V / 4096 : 1, ns = (V + stride - 1) / stride;
+    const size_t row_bytes = (size_t)(18 * nb);
+    uint8_t *rows = malloc(row_bytes * (size_t)(ns + 1));
+    float *full = malloc(sizeof(float) * (size_t)H);
+    if (!rows || !full) {
+        free(rows);
+        free(full);
+        return 1.0;
+    }
+    /* the sample, then the exhaustive winner j: a_j - e_j <= best_low, so the estimate errs high */
+    const int64_t j = q35_argmax(logits, V);
+    for (int64_t k = 0; k < ns; k++) build_row(head, k * stride, H, rows + (size_t)k * row_bytes, full);
+    build_row(head, j, H, rows + (size_t)ns * row_bytes, full);
+    prep_act(H, q35_dtype_block(head->dtype) > 1, h, sc);
+    const q35_headscan_act act = {(int)nb, sc->qh, sc->dh, sc->g, sc->c};
+    q35_headscan_best()(rows, row_bytes, &act, 0, ns + 1, sc->a, sc->e); /* row k's score and bound: a[k], e[k] */
+    const float best_low = sc->a[ns] - sc->e[ns];
+    int64_t hit = 0;
+    for (int64_t k = 0; k < ns; k++) hit += sc->a[k] + sc->e[k] >= best_low;
+    free(rows);
+    free(full);
+    return (double)hit / (double)ns;
+}
+
+int32_t q35_lmhead_argmax(const q35_tensor *head, const q35_lmhead_approx *ap, const float *h, q35_lmhead_scratch *sc, int *n_rescored) {
+    const int64_t V = ap->rows, H = ap->cols;
+    const int nb = (int)(H / 32);
+    prep_act(H, ap->quantized_exact, h, sc);
     q35_headscan_act act = {nb, sc->qh, sc->dh, sc->g, sc->c};
     scan_ctx ctx = {q35_headscan_best(), ap, &act, sc->a, sc->e};
     q35_pool *pool = q35_global_pool();

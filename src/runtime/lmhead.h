@@ -29,6 +29,14 @@ typedef struct q35_lmhead_scratch {
     int off;
 } q35_lmhead_scratch;
 
+/* The fraction of rows the scan would rescore for the hidden state h whose exact logits (head·h)
+ * are known, estimated on every (V / 4096)-th row with a 4-bit copy of those rows and of the
+ * exhaustive winner j only (best_low is taken as a_j - e_j, a lower bound: the estimate errs
+ * high): greedy.c
+ * builds the full copy only when this is small (flat logits, as random weights give, leave nothing
+ * to prune and would cost the copy's memory for no gain). Uses sc's buffers. */
+double q35_lmhead_trial(const q35_tensor *head, const float *h, const float *logits, q35_lmhead_scratch *sc);
+
 /* The argmax of head·h (ties: the lowest id) as exhaustive scoring with q35_matmul would give it.
  * *n_rescored (if not NULL) gets the number of rows scored exactly. */
 int32_t q35_lmhead_argmax(const q35_tensor *head, const q35_lmhead_approx *ap, const float *h, q35_lmhead_scratch *sc, int *n_rescored);

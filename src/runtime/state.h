@@ -64,6 +64,8 @@ struct q35_session {
 
 
 void q35_greedy_free_scratch(struct q35_session *s); /* greedy.c */
+/* Tests: build the 4-bit greedy head without the trial that decides whether it pays (greedy.c). */
+void q35_greedy_skip_trial(struct q35_model *m);
 
 /* q35_session_eval with optional per-token embedding rows emb [n] (NULL entries: the token's own
  * embedding) and M-RoPE positions pos3 [n][3] (NULL: text positions pos + t + rope_delta); both
