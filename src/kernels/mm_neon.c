@@ -250,9 +250,8 @@ INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const 
     int64_t k = 0;
     for (; k + 4 <= cols; k += 4) {
         float32x4_t x[4], w[4];
-        if (T == 1)
-            UNROLL
-            for (int i = 0; i < R; i++) q35_pf(w0 + ((size_t)i * cols + k) * esz, 4 * esz);
+        if (T == 1) /* the tile's R rows lie end to end: one stream of R * cols * esz bytes */
+            q35_pf(w0 + (size_t)k * R * esz, (int64_t)(4 * R * esz));
         UNROLL
         for (int t = 0; t < T; t++) x[t] = vld1q_f32(x0 + (int64_t)t * cols + k);
         UNROLL
