@@ -160,25 +160,26 @@ double q35_lmhead_trial(const q35_tensor *head, const float *h, const float *log
     const int64_t V = head->shape[0], H = head->shape[1], nb = H / 32, stride = V > 4096 ? V / 4096 : 1, ns = (V + stride - 1) / stride;
     const size_t row_bytes = (size_t)(18 * nb);
     uint8_t *rows = malloc(row_bytes * (size_t)(ns + 1));
-    float *full = malloc(sizeof(float) * (size_t)H);
-    if (!rows || !full) {
-        free(rows);
-        free(full);
-        return 1.0;
+    float *full = malloc(sizeof(float) * (size_t)H), *a = malloc(sizeof(float) * (size_t)(ns + 1)), *e = malloc(sizeof(float) * (size_t)(ns + 1));
+    double frac = 1.0;
+    if (rows && full && a && e) {
+        /* the sample, then the exhaustive winner j: a_j - e_j <= best_low, so the estimate errs high */
+        const int64_t j = q35_argmax(logits, V);
+        for (int64_t k = 0; k < ns; k++) build_row(head, k * stride, H, rows + (size_t)k * row_bytes, full);
+        build_row(head, j, H, rows + (size_t)ns * row_bytes, full);
+        prep_act(H, q35_dtype_block(head->dtype) > 1, h, sc);
+        const q35_headscan_act act = {(int)nb, sc->qh, sc->dh, sc->g, sc->c};
+        q35_headscan_best()(rows, row_bytes, &act, 0, ns + 1, a, e); /* row k's score and bound: a[k], e[k] */
+        const float best_low = a[ns] - e[ns];
+        int64_t hit = 0;
+        for (int64_t k = 0; k < ns; k++) hit += a[k] + e[k] >= best_low;
+        frac = (double)hit / (double)ns;
     }
-    /* the sample, then the exhaustive winner j: a_j - e_j <= best_low, so the estimate errs high */
-    const int64_t j = q35_argmax(logits, V);
-    for (int64_t k = 0; k < ns; k++) build_row(head, k * stride, H, rows + (size_t)k * row_bytes, full);
-    build_row(head, j, H, rows + (size_t)ns * row_bytes, full);
-    prep_act(H, q35_dtype_block(head->dtype) > 1, h, sc);
-    const q35_headscan_act act = {(int)nb, sc->qh, sc->dh, sc->g, sc->c};
-    q35_headscan_best()(rows, row_bytes, &act, 0, ns + 1, sc->a, sc->e); /* row k's score and bound: a[k], e[k] */
-    const float best_low = sc->a[ns] - sc->e[ns];
-    int64_t hit = 0;
-    for (int64_t k = 0; k < ns; k++) hit += sc->a[k] + sc->e[k] >= best_low;
     free(rows);
     free(full);
-    return (double)hit / (double)ns;
+    free(a);
+    free(e);
+    return frac;
 }
 
 int32_t q35_lmhead_argmax(const q35_tensor *head, const q35_lmhead_approx *ap, const float *h, q35_lmhead_scratch *sc, int *n_rescored) {

@@ -34,7 +34,7 @@ typedef struct q35_lmhead_scratch {
  * exhaustive winner j only (best_low is taken as a_j - e_j, a lower bound: the estimate errs
  * high): greedy.c
  * builds the full copy only when this is small (flat logits, as random weights give, leave nothing
- * to prune and would cost the copy's memory for no gain). Uses sc's buffers. */
+ * to prune and would cost the copy's memory for no gain). Uses sc's activation buffers (qh, dh, g, c). */
 double q35_lmhead_trial(const q35_tensor *head, const float *h, const float *logits, q35_lmhead_scratch *sc);
 
 /* The argmax of head·h (ties: the lowest id) as exhaustive scoring with q35_matmul would give it.
