@@ -62,44 +62,55 @@ static void test_matches_exhaustive(void) {
     printf("# %d argmaxes equal to exhaustive scoring; at most %d rows rescored\n", checked, max_rescored);
 }
 
+/* Greedy steps of q35_session_eval_argmax on m against argmax over full logits from a second
+ * session; returns the steps that matched (stops at the first mismatch, a failed CHECK). rows[0]
+ * gets the rows rescored for the prompt, rows[1] the most on any step, rows[2] the last step's. */
+static int greedy_vs_exhaustive(q35_model *m, const int32_t *prompt, int n, int steps, const char *label, int rows[3]) {
+    q35_model_info info;
+    q35_model_get_info(m, &info);
+    q35_session *a, *b;
+    q35_session_new(m, 128, &a);
+    q35_session_new(m, 128, &b);
+    float *logits = malloc(sizeof(float) * info.n_vocab);
+    int32_t ta = 0, tb = 0;
+    int n_r = 0, done = 0;
+    CHECK(q35_session_eval_argmax(a, prompt, n, &ta, &n_r) == Q35_OK, "%s", q35_last_error());
+    rows[0] = rows[1] = n_r;
+    q35_session_eval(b, prompt, n, logits, NULL);
+    for (; done < steps; done++) {
+        tb = (int32_t)q35_argmax(logits, info.n_vocab);
+        CHECK(ta == tb, "%s step %d: fast greedy %d, exhaustive %d", label, done, ta, tb);
+        if (ta != tb) break;
+        q35_session_eval_argmax(a, &ta, 1, &ta, &n_r);
+        q35_session_eval(b, &tb, 1, logits, NULL);
+        if (n_r > rows[1]) rows[1] = n_r;
+    }
+    rows[2] = n_r;
+    free(logits);
+    q35_session_free(a);
+    q35_session_free(b);
+    return done;
+}
+
 /* Through whole models: 48 greedy steps with q35_session_eval_argmax equal argmax over full logits,
  * for stored, q8 and q4 weights (a quantized head is rescored with its own kernel). */
 static void test_sessions(void) {
     const char *models[] = {"talker", "narrow8", "tiny-vl"};
     const char *weights[] = {"native", "q8", "q4"};
+    const int32_t prompt[5] = {11, 200, 37, 5, 90};
     int steps = 0, max_rescored = 0;
     for (size_t mi = 0; mi < 3; mi++)
         for (size_t wi = 0; wi < 3; wi++) {
-            char dir[1024];
+            char dir[1024], label[64];
             snprintf(dir, sizeof dir, "%s/models/%s", test_data_dir(), models[mi]);
+            snprintf(label, sizeof label, "%s %s", models[mi], weights[wi]);
             q35_load_opts o = {.weights = weights[wi]};
             q35_model *m;
             if (q35_model_load_ex(dir, &o, &m)) { CHECK(0, "%s", q35_last_error()); continue; }
             q35_greedy_skip_trial(m); /* the scan on every fixture, flat logits included */
-            q35_model_info info;
-            q35_model_get_info(m, &info);
-            q35_session *a, *b;
-            q35_session_new(m, 128, &a);
-            q35_session_new(m, 128, &b);
-            float *logits = malloc(sizeof(float) * info.n_vocab);
-            int32_t prompt[5] = {11, 200, 37, 5, 90}, ta = 0, tb = 0;
-            int n_r = 0;
-            CHECK(q35_session_eval_argmax(a, prompt, 5, &ta, &n_r) == Q35_OK, "%s", q35_last_error());
-            q35_session_eval(b, prompt, 5, logits, NULL);
-            for (int step = 0; step < 48; step++) {
-                tb = 0;
-                for (int i = 1; i < info.n_vocab; i++)
-                    if (logits[i] > logits[tb]) tb = i;
-                CHECK(ta == tb, "%s %s step %d: fast greedy %d, exhaustive %d", models[mi], weights[wi], step, ta, tb);
-                if (ta != tb) break;
-                steps++;
-                if (n_r > max_rescored) max_rescored = n_r;
-                q35_session_eval_argmax(a, &ta, 1, &ta, &n_r);
-                q35_session_eval(b, &tb, 1, logits, NULL);
-            }
-            free(logits);
-            q35_session_free(a);
-            q35_session_free(b);
+            int rows[3];
+            steps += greedy_vs_exhaustive(m, prompt, 5, 48, label, rows);
+            if (rows[1] > max_rescored) max_rescored = rows[1];
             q35_model_free(m);
         }
     printf("# %d greedy steps through whole models equal exhaustive scoring; at most %d rows rescored\n", steps, max_rescored);
@@ -110,6 +121,7 @@ static void test_sessions(void) {
  * would be rescored), and the tokens are those of exhaustive scoring either way. */
 static void test_trial(void) {
     const char *models[] = {"talker", "narrow8"};
+    const int32_t prompt[4] = {7, 300, 21, 64};
     for (int mi = 0; mi < 2; mi++) {
         char dir[1024];
         snprintf(dir, sizeof dir, "%s/models/%s", test_data_dir(), models[mi]);
@@ -117,26 +129,11 @@ static void test_trial(void) {
         if (q35_model_load(dir, &m)) { CHECK(0, "%s", q35_last_error()); continue; }
         q35_model_info info;
         q35_model_get_info(m, &info);
-        q35_session *a, *b;
-        q35_session_new(m, 64, &a);
-        q35_session_new(m, 64, &b);
-        float *logits = malloc(sizeof(float) * info.n_vocab);
-        int32_t prompt[4] = {7, 300, 21, 64}, ta = 0;
-        int n_r = 0, same = 1;
-        CHECK(q35_session_eval_argmax(a, prompt, 4, &ta, &n_r) == Q35_OK, "%s", q35_last_error());
-        CHECK(n_r == info.n_vocab, "%s: the first token is scored exhaustively (%d rows)", models[mi], n_r);
-        q35_session_eval(b, prompt, 4, logits, NULL);
-        for (int step = 0; step < 8 && same; step++) {
-            same = ta == (int32_t)q35_argmax(logits, info.n_vocab);
-            q35_session_eval_argmax(a, &ta, 1, &ta, &n_r);
-            q35_session_eval(b, &(int32_t){(int32_t)q35_argmax(logits, info.n_vocab)}, 1, logits, NULL);
-        }
-        CHECK(same, "%s: a token differs from exhaustive scoring", models[mi]);
-        if (mi == 0) CHECK(m->head_approx != NULL && n_r < info.n_vocab / 10, "talker: the 4-bit head was not used (%d rows rescored)", n_r);
+        int rows[3];
+        CHECK(greedy_vs_exhaustive(m, prompt, 4, 8, models[mi], rows) == 8, "%s: a token differs from exhaustive scoring", models[mi]);
+        CHECK(rows[0] == info.n_vocab, "%s: the first token is scored exhaustively (%d rows)", models[mi], rows[0]);
+        if (mi == 0) CHECK(m->head_approx != NULL && rows[2] < info.n_vocab / 10, "talker: the 4-bit head was not used (%d rows rescored)", rows[2]);
         else CHECK(m->head_approx == NULL && m->head_approx_failed, "narrow8: the 4-bit head was built for flat logits");
-        free(logits);
-        q35_session_free(a);
-        q35_session_free(b);
         q35_model_free(m);
     }
 }
