@@ -118,6 +118,13 @@ static void h_offsets(cJSON *h) {
     cJSON *o = cJSON_GetObjectItem(cJSON_GetObjectItem(h, T_EMBED), "data_offsets");
     cJSON_ReplaceItemInArray(o, 1, cJSON_CreateNumber(1e12));
 }
+static void h_offsets_huge(cJSON *h) { /* fuzz find: a begin of 1e88 was cast to an integer before the range check */
+    cJSON *o = cJSON_GetObjectItem(cJSON_GetObjectItem(h, T_EMBED), "data_offsets");
+    cJSON_ReplaceItemInArray(o, 0, cJSON_CreateNumber(1e88));
+}
+static void h_shape_huge(cJSON *h) {
+    cJSON_ReplaceItemInArray(cJSON_GetObjectItem(cJSON_GetObjectItem(h, T_NORM), "shape"), 0, cJSON_CreateNumber(-1e88));
+}
 static void h_overlap(cJSON *h) {
     /* Point the norm at the first bytes of the embedding, same length as before. */
     cJSON *e = cJSON_GetObjectItem(h, T_EMBED), *n = cJSON_GetObjectItem(h, T_NORM);
@@ -157,6 +164,12 @@ static void test_bad_config(void) {
     d = fresh("cfg");
     edit_config(d, "\"linear_attention\",", "\"mamba\",");
     expect(d, Q35_ERR_FORMAT, "config.json", "layer_types");
+    d = fresh("cfg");
+    edit_config(d, "\"eos_token_id\": null", "\"eos_token_id\": 1e88");
+    expect(d, Q35_ERR_FORMAT, "config.json", "eos_token_id");
+    d = fresh("cfg");
+    edit_config(d, "\"eos_token_id\": null", "\"eos_token_id\": [2, -7]");
+    expect(d, Q35_ERR_FORMAT, "config.json", "eos_token_id");
 }
 
 static void test_bad_tensors(void) {
@@ -166,6 +179,8 @@ static void test_bad_tensors(void) {
     d = fresh("t"); edit_header(d, h_shape); expect(d, Q35_ERR_SHAPE, T_QKV, "expected");
     d = fresh("t"); edit_header(d, h_missing); expect(d, Q35_ERR_MISSING, T_QKV, NULL);
     d = fresh("t"); edit_header(d, h_offsets); expect(d, Q35_ERR_FORMAT, T_EMBED, "data_offsets");
+    d = fresh("t"); edit_header(d, h_offsets_huge); expect(d, Q35_ERR_FORMAT, T_EMBED, "data_offsets");
+    d = fresh("t"); edit_header(d, h_shape_huge); expect(d, Q35_ERR_FORMAT, T_NORM, "shape[0]");
     d = fresh("t"); edit_header(d, h_overlap); expect(d, Q35_ERR_FORMAT, "overlap", NULL);
     d = fresh("t"); edit_header(d, h_size); expect(d, Q35_ERR_FORMAT, T_NORM, "need");
 }

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "formats/json.h"
 
 int cli_parse_long(const char *s, const char *opt, long lo, long hi, long *out) {
     char *end;
@@ -120,8 +121,8 @@ static void add_eos_of(cli_stops *s, const char *path, int text_config) {
         for (int pass = 0; pass < 2 && j; pass++) {
             const cJSON *o = pass == 0 ? j : (text_config ? cJSON_GetObjectItemCaseSensitive(j, "text_config") : NULL);
             const cJSON *e = cJSON_GetObjectItemCaseSensitive(o, "eos_token_id"), *v;
-            if (cJSON_IsNumber(e)) add_stop(s, (int32_t)e->valuedouble);
-            else if (cJSON_IsArray(e)) cJSON_ArrayForEach(v, e) if (cJSON_IsNumber(v)) add_stop(s, (int32_t)v->valuedouble);
+            if (q35_json_is_int_in(e, 0, 1 << 30)) add_stop(s, (int32_t)e->valuedouble);
+            else if (cJSON_IsArray(e)) cJSON_ArrayForEach(v, e) if (q35_json_is_int_in(v, 0, 1 << 30)) add_stop(s, (int32_t)v->valuedouble);
         }
         cJSON_Delete(j);
         free(buf);

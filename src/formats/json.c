@@ -40,6 +40,12 @@ q35_status q35_json_load_file(const char *path, size_t max_bytes, cJSON **out) {
     return st;
 }
 
+int q35_json_is_int_in(const cJSON *v, double lo, double hi) {
+    if (!cJSON_IsNumber(v)) return 0;
+    const double d = v->valuedouble;
+    return d >= lo && d <= hi && d == floor(d); /* NaN fails the comparisons */
+}
+
 static const cJSON *field_of(const cJSON *obj, const char *field) {
     if (!obj || !cJSON_IsObject(obj)) return NULL;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, field);

@@ -16,6 +16,9 @@ q35_status q35_json_int(const cJSON *obj, const char *field, const char *what, l
 q35_status q35_json_int_opt(const cJSON *obj, const char *field, const char *what, long lo, long hi, long *out);
 q35_status q35_json_num_opt(const cJSON *obj, const char *field, const char *what, double *out);
 q35_status q35_json_bool_opt(const cJSON *obj, const char *field, const char *what, int *out);
+/* 1 if v is a JSON number holding an integer in [lo, hi], so a cast to an integer type that holds that range
+ * is defined (a bare (int)v->valuedouble of 1e88 is undefined behaviour). */
+int q35_json_is_int_in(const cJSON *v, double lo, double hi);
 /* Returns the string (owned by obj) or NULL if absent; wrong type is an error. */
 q35_status q35_json_str_opt(const cJSON *obj, const char *field, const char *what, const char **out);
 #endif

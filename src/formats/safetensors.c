@@ -97,9 +97,9 @@ static q35_status parse_file(const char *path, const q35_mapping *m, int file_no
             numel *= (unsigned __int128)e.t.shape[d];
             if (numel > ((unsigned __int128)1 << 60)) { st = q35_fail(Q35_ERR_FORMAT, "%s: tensor '%s': shape too large", path, name); goto fail; }
         }
-        double b = cJSON_GetArrayItem(offs, 0)->valuedouble, en = cJSON_GetArrayItem(offs, 1)->valuedouble;
-        if (!cJSON_IsNumber(cJSON_GetArrayItem(offs, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(offs, 1)) || b < 0 || en < b ||
-            b != (double)(uint64_t)b || en != (double)(uint64_t)en || en > (double)data_size) {
+        const cJSON *jb = cJSON_GetArrayItem(offs, 0), *jen = cJSON_GetArrayItem(offs, 1);
+        const double b = cJSON_IsNumber(jb) ? jb->valuedouble : -1, en = cJSON_IsNumber(jen) ? jen->valuedouble : -1;
+        if (!q35_json_is_int_in(jb, 0, (double)data_size) || !q35_json_is_int_in(jen, b, (double)data_size)) {
             st = q35_fail(Q35_ERR_FORMAT, "%s: tensor '%s': data_offsets [%.0f, %.0f] out of range (data section is %zu bytes)", path,
                           name, b, en, data_size);
             goto fail;

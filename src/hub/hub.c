@@ -161,7 +161,7 @@ static q35_status parse_listing(const char *text, size_t len, const char *url, q
                 st = q35_fail(Q35_ERR_FORMAT, "%s: '%s': lfs.sha256 must be 64 hex digits", url, p);
                 goto done;
             }
-            if (cJSON_IsNumber(lsize) && (uint64_t)lsize->valuedouble != f->size) {
+            if (cJSON_IsNumber(lsize) && lsize->valuedouble != (double)f->size) {
                 st = q35_fail(Q35_ERR_FORMAT, "%s: '%s': lfs.size %.0f differs from size %llu", url, p, lsize->valuedouble,
                               (unsigned long long)f->size);
                 goto done;

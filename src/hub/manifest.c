@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
+#include "formats/json.h"
 
 #include "core/err.h"
 #include "core/file.h"
@@ -169,7 +169,7 @@ q35_status q35_manifest_verify(const char *dir, void (*problem)(const char *line
         const cJSON *p = cJSON_GetObjectItemCaseSensitive(e, "path");
         const cJSON *size = cJSON_GetObjectItemCaseSensitive(e, "size");
         const cJSON *sha = cJSON_GetObjectItemCaseSensitive(e, "sha256");
-        if (!cJSON_IsString(p) || !q35_hub_path_ok(p->valuestring) || !cJSON_IsNumber(size) || size->valuedouble < 0 ||
+        if (!cJSON_IsString(p) || !q35_hub_path_ok(p->valuestring) || !q35_json_is_int_in(size, 0, 9.0e15) ||
             !cJSON_IsString(sha) || strlen(sha->valuestring) != 64) {
             cJSON_Delete(root);
             return q35_fail(Q35_ERR_FORMAT, "%s: files[%d] needs a safe relative path, a size and a 64-digit sha256", path, count);

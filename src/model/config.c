@@ -135,10 +135,15 @@ static q35_status parse_text_config(const cJSON *tc, const char *what, q35_confi
 
     const cJSON *eos = cJSON_GetObjectItemCaseSensitive(tc, "eos_token_id");
     if (cJSON_IsNumber(eos)) {
+        if (!q35_json_is_int_in(eos, 0, 1 << 30)) return q35_fail(Q35_ERR_FORMAT, "%s: eos_token_id must be an integer in [0, 2^30]", what);
         c->eos_ids[c->n_eos++] = (int)eos->valuedouble;
     } else if (cJSON_IsArray(eos)) {
         const cJSON *v;
-        cJSON_ArrayForEach(v, eos) if (cJSON_IsNumber(v) && c->n_eos < Q35_MAX_EOS) c->eos_ids[c->n_eos++] = (int)v->valuedouble;
+        cJSON_ArrayForEach(v, eos) {
+            if (!q35_json_is_int_in(v, 0, 1 << 30))
+                return q35_fail(Q35_ERR_FORMAT, "%s: eos_token_id must hold integers in [0, 2^30]", what);
+            if (c->n_eos < Q35_MAX_EOS) c->eos_ids[c->n_eos++] = (int)v->valuedouble;
+        }
     }
     return Q35_OK;
 }
@@ -248,7 +253,8 @@ q35_status q35_config_parse(const char *text, size_t len, const char *what, q35_
         }
         if (!st && c->n_eos == 0) {
             const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
-            if (cJSON_IsNumber(eos)) c->eos_ids[c->n_eos++] = (int)eos->valuedouble;
+            if (q35_json_is_int_in(eos, 0, 1 << 30)) c->eos_ids[c->n_eos++] = (int)eos->valuedouble;
+            else if (cJSON_IsNumber(eos)) st = q35_fail(Q35_ERR_FORMAT, "%s: eos_token_id must be an integer in [0, 2^30]", what);
         }
     } else {
         c->tie_embeddings = top_tie == 1;
