@@ -149,27 +149,24 @@ static void test_missing_files(void) {
 }
 
 static void test_bad_config(void) {
-    const char *d = fresh("cfg");
-    edit_config(d, "\"hidden_size\": 64", "\"hidden_size\": 64,,");
-    expect(d, Q35_ERR_FORMAT, "config.json", "malformed JSON");
-    d = fresh("cfg");
-    edit_config(d, "Qwen3_5ForConditionalGeneration", "LlamaForCausalLM");
-    expect(d, Q35_ERR_UNSUPPORTED, "config.json", "LlamaForCausalLM");
-    d = fresh("cfg");
-    edit_config(d, "\"hidden_size\"", "\"hidden_sizeX\"");
-    expect(d, Q35_ERR_MISSING, "config.json", "hidden_size");
-    d = fresh("cfg");
-    edit_config(d, "\"hidden_size\": 64", "\"hidden_size\": \"64\"");
-    expect(d, Q35_ERR_FORMAT, "config.json", "hidden_size");
-    d = fresh("cfg");
-    edit_config(d, "\"linear_attention\",", "\"mamba\",");
-    expect(d, Q35_ERR_FORMAT, "config.json", "layer_types");
-    d = fresh("cfg");
-    edit_config(d, "\"eos_token_id\": null", "\"eos_token_id\": 1e88");
-    expect(d, Q35_ERR_FORMAT, "config.json", "eos_token_id");
-    d = fresh("cfg");
-    edit_config(d, "\"eos_token_id\": null", "\"eos_token_id\": [2, -7]");
-    expect(d, Q35_ERR_FORMAT, "config.json", "eos_token_id");
+    static const struct {
+        const char *from, *to; /* one edit of config.json */
+        q35_status code;
+        const char *needle; /* in the error, besides "config.json" */
+    } cases[] = {
+        {"\"hidden_size\": 64", "\"hidden_size\": 64,,", Q35_ERR_FORMAT, "malformed JSON"},
+        {"Qwen3_5ForConditionalGeneration", "LlamaForCausalLM", Q35_ERR_UNSUPPORTED, "LlamaForCausalLM"},
+        {"\"hidden_size\"", "\"hidden_sizeX\"", Q35_ERR_MISSING, "hidden_size"},
+        {"\"hidden_size\": 64", "\"hidden_size\": \"64\"", Q35_ERR_FORMAT, "hidden_size"},
+        {"\"linear_attention\",", "\"mamba\",", Q35_ERR_FORMAT, "layer_types"},
+        {"\"eos_token_id\": null", "\"eos_token_id\": 1e88", Q35_ERR_FORMAT, "eos_token_id"}, /* no cast before the range check */
+        {"\"eos_token_id\": null", "\"eos_token_id\": [2, -7]", Q35_ERR_FORMAT, "eos_token_id"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *d = fresh("cfg");
+        edit_config(d, cases[i].from, cases[i].to);
+        expect(d, cases[i].code, "config.json", cases[i].needle);
+    }
 }
 
 static void test_bad_tensors(void) {
