@@ -56,10 +56,9 @@ static const cJSON *field_of(const cJSON *obj, const char *field) {
 q35_status q35_json_int_opt(const cJSON *obj, const char *field, const char *what, long lo, long hi, long *out) {
     const cJSON *v = field_of(obj, field);
     if (!v) return Q35_OK;
-    double d = cJSON_IsNumber(v) ? v->valuedouble : NAN;
-    if (!cJSON_IsNumber(v) || d != floor(d) || d < (double)lo || d > (double)hi)
+    if (!q35_json_is_int_in(v, (double)lo, (double)hi))
         return q35_fail(Q35_ERR_FORMAT, "%s: field '%s' must be an integer in [%ld, %ld]", what, field, lo, hi);
-    *out = (long)d;
+    *out = (long)v->valuedouble;
     return Q35_OK;
 }
 

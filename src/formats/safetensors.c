@@ -89,7 +89,7 @@ static q35_status parse_file(const char *path, const q35_mapping *m, int file_no
         unsigned __int128 numel = 1;
         for (int d = 0; d < e.t.ndim; d++) {
             const cJSON *s = cJSON_GetArrayItem(shape, d);
-            if (!cJSON_IsNumber(s) || s->valuedouble < 0 || s->valuedouble > 9.0e15 || s->valuedouble != (double)(int64_t)s->valuedouble) {
+            if (!q35_json_is_int_in(s, 0, 9.0e15)) {
                 st = q35_fail(Q35_ERR_FORMAT, "%s: tensor '%s': shape[%d] is not a non-negative integer", path, name, d);
                 goto fail;
             }

@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
+#include "formats/json.h"
 
 #include "core/err.h"
 
@@ -149,7 +149,7 @@ static q35_status parse_listing(const char *text, size_t len, const char *url, q
             goto done;
         }
         out->n++;
-        if (!cJSON_IsNumber(size) || size->valuedouble < 0 || size->valuedouble > 9.0e15) {
+        if (!q35_json_is_int_in(size, 0, 9.0e15)) {
             st = q35_fail(Q35_ERR_FORMAT, "%s: '%s' has no valid 'size' (the request asks for blobs=true)", url, p);
             goto done;
         }

@@ -24,6 +24,22 @@ static q35_status read_int_opt(const cJSON *o, const char *f, const char *what, 
     return st;
 }
 
+/* eos_token_id: absent or null, one id, or an array of ids (the first Q35_MAX_EOS kept); every id an
+ * integer in [0, 2^30], checked before the cast. */
+static q35_status read_eos(const cJSON *eos, const char *what, q35_config *c) {
+    const cJSON *v;
+    if (cJSON_IsNumber(eos)) {
+        if (!q35_json_is_int_in(eos, 0, 1 << 30)) return q35_fail(Q35_ERR_FORMAT, "%s: eos_token_id must be an integer in [0, 2^30]", what);
+        c->eos_ids[c->n_eos++] = (int)eos->valuedouble;
+    } else if (cJSON_IsArray(eos)) {
+        cJSON_ArrayForEach(v, eos) {
+            if (!q35_json_is_int_in(v, 0, 1 << 30)) return q35_fail(Q35_ERR_FORMAT, "%s: eos_token_id must hold integers in [0, 2^30]", what);
+            if (c->n_eos < Q35_MAX_EOS) c->eos_ids[c->n_eos++] = (int)v->valuedouble;
+        }
+    }
+    return Q35_OK;
+}
+
 static q35_status parse_text_config(const cJSON *tc, const char *what, q35_config *c) {
     q35_status st;
     const char *s = NULL;
@@ -99,7 +115,7 @@ static q35_status parse_text_config(const cJSON *tc, const char *what, q35_confi
                 return q35_fail(Q35_ERR_FORMAT, "%s: mrope_section must be an array of 3 integers", rwhat);
             for (int i = 0; i < 3; i++) {
                 const cJSON *v = cJSON_GetArrayItem(ms, i);
-                if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > 4096 || v->valuedouble != floor(v->valuedouble))
+                if (!q35_json_is_int_in(v, 0, 4096))
                     return q35_fail(Q35_ERR_FORMAT, "%s: mrope_section[%d] must be a non-negative integer", rwhat, i);
                 c->mrope_section[i] = (int)v->valuedouble;
             }
@@ -133,19 +149,7 @@ static q35_status parse_text_config(const cJSON *tc, const char *what, q35_confi
     c->n_full = c->n_linear = 0;
     for (int i = 0; i < c->n_layers; i++) c->layer_full[i] ? c->n_full++ : c->n_linear++;
 
-    const cJSON *eos = cJSON_GetObjectItemCaseSensitive(tc, "eos_token_id");
-    if (cJSON_IsNumber(eos)) {
-        if (!q35_json_is_int_in(eos, 0, 1 << 30)) return q35_fail(Q35_ERR_FORMAT, "%s: eos_token_id must be an integer in [0, 2^30]", what);
-        c->eos_ids[c->n_eos++] = (int)eos->valuedouble;
-    } else if (cJSON_IsArray(eos)) {
-        const cJSON *v;
-        cJSON_ArrayForEach(v, eos) {
-            if (!q35_json_is_int_in(v, 0, 1 << 30))
-                return q35_fail(Q35_ERR_FORMAT, "%s: eos_token_id must hold integers in [0, 2^30]", what);
-            if (c->n_eos < Q35_MAX_EOS) c->eos_ids[c->n_eos++] = (int)v->valuedouble;
-        }
-    }
-    return Q35_OK;
+    return read_eos(cJSON_GetObjectItemCaseSensitive(tc, "eos_token_id"), what, c);
 }
 
 /* vision_config (spec §1.1, §5.2). Checked against transformers 5.23 configuration_qwen3_5.py:
@@ -251,11 +255,7 @@ q35_status q35_config_parse(const char *text, size_t len, const char *what, q35_
             if (!st) st = read_int_opt(root, "vision_start_token_id", what, 0, 1 << 30, &c->vision_start_token_id);
             if (!st) st = read_int_opt(root, "vision_end_token_id", what, 0, 1 << 30, &c->vision_end_token_id);
         }
-        if (!st && c->n_eos == 0) {
-            const cJSON *eos = cJSON_GetObjectItemCaseSensitive(root, "eos_token_id");
-            if (q35_json_is_int_in(eos, 0, 1 << 30)) c->eos_ids[c->n_eos++] = (int)eos->valuedouble;
-            else if (cJSON_IsNumber(eos)) st = q35_fail(Q35_ERR_FORMAT, "%s: eos_token_id must be an integer in [0, 2^30]", what);
-        }
+        if (!st && c->n_eos == 0) st = read_eos(cJSON_GetObjectItemCaseSensitive(root, "eos_token_id"), what, c);
     } else {
         c->tie_embeddings = top_tie == 1;
         st = parse_text_config(root, what, c);

@@ -774,11 +774,10 @@ static q35_status parse_model(q35_tokenizer *t, const cJSON *root, const cJSON *
     long max_id = -1;
     size_t n_vocab = 0, n_added = 0;
     cJSON_ArrayForEach(it, vocab) {
-        double d = cJSON_IsNumber(it) ? it->valuedouble : -1;
-        if (d < 0 || d > MAX_TOKEN_ID || d != (double)(long)d)
+        if (!q35_json_is_int_in(it, 0, MAX_TOKEN_ID))
             return q35_fail(Q35_ERR_FORMAT, "%s: model.vocab['%.40s'] must be an integer id in [0, %ld]", what,
                             it->string ? it->string : "", MAX_TOKEN_ID);
-        if ((long)d > max_id) max_id = (long)d;
+        if ((long)it->valuedouble > max_id) max_id = (long)it->valuedouble;
         n_vocab++;
     }
     cJSON_ArrayForEach(it, added) {
