@@ -6,8 +6,10 @@ usage: serve_page.py URL [timeout_s]"""
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 url = sys.argv[1]
@@ -29,9 +31,11 @@ def child_fds():
 # the binary itself: Debian's /usr/bin/chromium wrapper script does not keep fds 3 and 4 open
 chrome = os.environ.get("Q35_CHROMIUM") or next(
     (p for p in ("/usr/lib/chromium/chromium", "/usr/bin/chromium") if os.path.exists(p)), "chromium")
+# a profile directory of our own unless the caller names one; removed at the end
+profile = os.environ.get("Q35_CHROME_PROFILE") or tempfile.mkdtemp(prefix="q35-chrome-")
 proc = subprocess.Popen(
     [chrome, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run", "--remote-debugging-pipe",
-     "--user-data-dir=" + os.environ.get("Q35_CHROME_PROFILE", "/tmp/q35-chrome-%d" % os.getpid()), "about:blank"],
+     "--user-data-dir=" + profile, "about:blank"],
     preexec_fn=child_fds, close_fds=False, stdout=subprocess.DEVNULL, stderr=None if os.environ.get("Q35_CHROME_LOG") else subprocess.DEVNULL)
 os.close(to_chrome_r)
 os.close(from_chrome_w)
@@ -91,4 +95,6 @@ finally:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+    if not os.environ.get("Q35_CHROME_PROFILE"):
+        shutil.rmtree(profile, ignore_errors=True)
 sys.exit(result)

@@ -5,13 +5,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_tmp.h"
 #include "model/model.h"
 #include "q35.h"
 
 static char path[256];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    snprintf(path, sizeof path, "/tmp/q35-fuzz-gguf-%d.gguf", (int)getpid());
+    snprintf(path, sizeof path, "%s/model.gguf", fuzz_tmp_make("fuzz-gguf"));
     return 0;
 }
 

@@ -6,14 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "fuzz_tmp.h"
 #include "q35.h"
 
 static char dir[256];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     const char *cfg = getenv("Q35_FUZZ_CONFIG");
-    snprintf(dir, sizeof dir, "/tmp/q35-fuzz-model-%d", (int)getpid());
-    mkdir(dir, 0755);
+    snprintf(dir, sizeof dir, "%s", fuzz_tmp_make("fuzz-model"));
     char path[512];
     snprintf(path, sizeof path, "%s/config.json", dir);
     FILE *in = fopen(cfg ? cfg : "tests/fuzz/micro/config.json", "rb"), *out = fopen(path, "wb");

@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "fuzz_tmp.h"
 #include "q35.h"
 
 static char dir[256], file[300];
@@ -25,8 +26,7 @@ static int copy(const char *from, const char *to) {
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
-    snprintf(dir, sizeof dir, "/tmp/q35-fuzz-session-%d", (int)getpid());
-    mkdir(dir, 0755);
+    snprintf(dir, sizeof dir, "%s", fuzz_tmp_make("fuzz-session"));
     char path[512];
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (copy("tests/fuzz/micro/config.json", path)) abort();

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "fuzz_tmp.h"
 #include "q35.h"
 
 static q35_tokenizer *qwen3;
@@ -18,7 +19,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
         fprintf(stderr, "fuzz_tokenizer: set Q35_FUZZ_TOKENIZER to a tokenizer.json (%s)\n", q35_last_error());
         abort();
     }
-    snprintf(tmp_path, sizeof tmp_path, "/tmp/q35-fuzz-tok-%d.json", (int)getpid());
+    snprintf(tmp_path, sizeof tmp_path, "%s/tokenizer.json", fuzz_tmp_make("fuzz-tok"));
     return 0;
 }
 
