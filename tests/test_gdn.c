@@ -447,8 +447,8 @@ static void test_layer_hv_gt_hk(void) {
     free(x);
 }
 
-/* Tiled attention of a block of queries (G heads sharing the keys) equals one query at a time
- * (and the reference q35_attend). */
+/* Tiled attention of a block of queries (G heads sharing the keys) equals the reference
+ * q35_attend query by query. */
 static void test_attention(void) {
     const int hds[] = {256, 24}, nqs[] = {1, 5, 64}, pos0s[] = {0, 3, 200}, Gs[] = {1, 3, 8};
     for (int s = 0; s < n_isas; s++)
@@ -459,23 +459,105 @@ static void test_attention(void) {
                         const int hd = hds[hi], nq = nqs[qi], pos0 = pos0s[pi], G = Gs[gi], nk = pos0 + nq, ldkv = 2 * hd + 8;
                         const int qh = hd + 4, ldq = G * qh + 3, oh = hd, ldo = G * hd;
                         float *K = malloc(sizeof(float) * nk * ldkv), *V = malloc(sizeof(float) * nk * ldkv), *q = malloc(sizeof(float) * nq * ldq);
-                        float *o = malloc(sizeof(float) * nq * ldo), *o1 = malloc(sizeof(float) * nq * ldo), *o2 = malloc(sizeof(float) * nq * ldo);
-                        float *work = malloc(sizeof(float) * (q35_attn_block_work(G, nq, hd) + (size_t)G * nk));
+                        float *o = malloc(sizeof(float) * nq * ldo), *o2 = malloc(sizeof(float) * nq * ldo);
+                        float *work = malloc(sizeof(float) * (q35_attn_block_work(G, nq, hd) + (size_t)nk));
                         fill(K, (size_t)nk * ldkv, 2), fill(V, (size_t)nk * ldkv, 1), fill(q, (size_t)nq * ldq, 2);
                         const float sc = 1.0f / sqrtf((float)hd);
                         q35_attend_block(isas[s], q, ldq, qh, G, nq, pos0, K, V, ldkv, hd, sc, o, ldo, oh, work);
-                        for (int r = 0; r < nq; r++) {
-                            q35_attend_one(isas[s], q + (size_t)r * ldq, qh, G, K, V, ldkv, pos0 + r + 1, hd, sc, o1 + (size_t)r * ldo, oh, work);
-                            for (int g = 0; g < G; g++) {
-                                const float *qr = q + (size_t)g * qh + (size_t)r * ldq;
-                                q35_attend(qr, K, V, pos0 + r + 1, hd, ldkv, sc, work, o2 + (size_t)r * ldo + g * oh);
-                            }
-                        }
-                        const double e1 = rel_err(o, o1, (size_t)nq * ldo, 1e-3), e2 = rel_err(o1, o2, (size_t)nq * ldo, 1e-3);
-                        CHECK(e1 < 1e-5 && e2 < 1e-5, "%s attention hd=%d nq=%d pos0=%d G=%d: block vs one %g, one vs ref %g", isas[s]->name, hd, nq,
-                              pos0, G, e1, e2);
-                        free(K), free(V), free(q), free(o), free(o1), free(o2), free(work);
+                        for (int r = 0; r < nq; r++)
+                            for (int g = 0; g < G; g++)
+                                q35_attend(q + (size_t)g * qh + (size_t)r * ldq, K, V, pos0 + r + 1, hd, ldkv, sc, work, o2 + (size_t)r * ldo + g * oh);
+                        const double e = rel_err(o, o2, (size_t)nq * ldo, 1e-3);
+                        CHECK(e < 1e-5, "%s attention hd=%d nq=%d pos0=%d G=%d: block vs ref %g", isas[s]->name, hd, nq, pos0, G, e);
+                        free(K), free(V), free(q), free(o), free(o2), free(work);
                     }
+}
+
+/* The row kernels of generation against double sums: dot_rows (S = q K^T) and axpy_rows
+ * (O += S V), every head count 1..8, dimensions with and without a vector tail, odd row counts. */
+static void test_attention_rows(void) {
+    const int ds[] = {256, 24, 5}, ns[] = {1, 2, 7, 64};
+    for (int s = 0; s < n_isas; s++) {
+        double worst = 0;
+        for (int di = 0; di < 3; di++)
+            for (int ni = 0; ni < 4; ni++)
+                for (int G = 1; G <= 8; G++) {
+                    const int d = ds[di], n = ns[ni], ld = 2 * d + 3, qh = d + 1, lds = n + 2;
+                    float *q = malloc(sizeof(float) * G * qh), *K = malloc(sizeof(float) * n * ld), *S = malloc(sizeof(float) * G * lds);
+                    float *O = malloc(sizeof(float) * G * d), *O0 = malloc(sizeof(float) * G * d);
+                    fill(q, (size_t)G * qh, 1), fill(K, (size_t)n * ld, 1), fill(O, (size_t)G * d, 1);
+                    for (int i = 0; i < G * lds; i++) S[i] = -7.0f; /* the gaps between S rows must stay */
+                    isas[s]->dot_rows(G, n, d, q, qh, K, ld, S, lds);
+                    int gaps = 1;
+                    for (int g = 0; g < G; g++) {
+                        for (int j = 0; j < n; j++) {
+                            double r = 0, mag = 0;
+                            for (int c = 0; c < d; c++) {
+                                r += (double)q[g * qh + c] * K[(size_t)j * ld + c];
+                                mag += fabs((double)q[g * qh + c] * K[(size_t)j * ld + c]);
+                            }
+                            const double e = fabs(S[g * lds + j] - r) / (mag + 1e-30);
+                            worst = e > worst ? e : worst;
+                        }
+                        gaps &= S[g * lds + n] == -7.0f && S[g * lds + n + 1] == -7.0f;
+                    }
+                    CHECK(gaps, "%s dot_rows G=%d n=%d d=%d wrote between rows", isas[s]->name, G, n, d);
+                    memcpy(O0, O, sizeof(float) * G * d);
+                    isas[s]->axpy_rows(G, n, d, S, lds, K, ld, O);
+                    for (int g = 0; g < G; g++)
+                        for (int c = 0; c < d; c++) {
+                            double r = O0[g * d + c], mag = fabs(r);
+                            for (int j = 0; j < n; j++) {
+                                r += (double)S[g * lds + j] * K[(size_t)j * ld + c];
+                                mag += fabs((double)S[g * lds + j] * K[(size_t)j * ld + c]);
+                            }
+                            const double e = fabs(O[g * d + c] - r) / (mag + 1e-30);
+                            worst = e > worst ? e : worst;
+                        }
+                    free(q), free(K), free(S), free(O), free(O0);
+                }
+        CHECK(worst < 1e-6, "%s dot_rows / axpy_rows: worst relative error %g", isas[s]->name, worst);
+        printf("# %s dot_rows / axpy_rows: worst error %.2g (relative to sum |a b|)\n", isas[s]->name, worst);
+    }
+}
+
+/* Generation's attention: the segments' partials, merged, equal the reference for every head of a
+ * query, across the segment counts (1 .. Q35_ATTN_SEG_MAX), GQA groups of 1, 3, 8 and 12 (> 8,
+ * two kernel calls) and a head dimension with a vector tail; computing the segments in reverse
+ * order gives the same bits (threads may take them in any order). */
+static void test_attention_decode(void) {
+    const int nkvs[] = {1, 63, 64, 65, 300, 513, 1100, 2500}, groups[] = {1, 3, 8, 12}, hds[] = {256, 40};
+    for (int s = 0; s < n_isas; s++)
+        for (int hi = 0; hi < 2; hi++)
+            for (int gi = 0; gi < 4; gi++)
+                for (int ki = 0; ki < 8; ki++) {
+                    const int hd = hds[hi], group = groups[gi], n_kv = nkvs[ki], nkvh = 2, nh = nkvh * group, ldkv = nkvh * hd + 8, qh = 2 * hd;
+                    float *K = malloc(sizeof(float) * n_kv * ldkv), *V = malloc(sizeof(float) * n_kv * ldkv), *q = malloc(sizeof(float) * nh * qh);
+                    const size_t pf = q35_attn_part_floats(nh, hd);
+                    float *parts = malloc(sizeof(float) * Q35_ATTN_SEG_MAX * pf), *parts2 = malloc(sizeof(float) * Q35_ATTN_SEG_MAX * pf);
+                    float *work = malloc(sizeof(float) * (q35_attn_part_work(group, hd) + (size_t)n_kv));
+                    float *o = malloc(sizeof(float) * nh * hd), *o2 = malloc(sizeof(float) * nh * hd);
+                    fill(K, (size_t)n_kv * ldkv, 3), fill(V, (size_t)n_kv * ldkv, 1), fill(q, (size_t)nh * qh, 3);
+                    const float sc = 1.0f / sqrtf((float)hd);
+                    const int nseg = q35_attn_segments(n_kv);
+                    CHECK(nseg >= 1 && nseg <= Q35_ATTN_SEG_MAX && q35_attn_seg_start(n_kv, nseg, 0) == 0 && q35_attn_seg_start(n_kv, nseg, nseg) == n_kv,
+                          "segments of %d keys: %d", n_kv, nseg);
+                    for (int g = 0; g < nseg; g++)
+                        CHECK(q35_attn_seg_start(n_kv, nseg, g) < q35_attn_seg_start(n_kv, nseg, g + 1), "segment %d of %d keys is empty", g, n_kv);
+                    for (int g = 0; g < nseg; g++)
+                        q35_attend_part(isas[s], q, qh, nkvh, group, K, V, ldkv, hd, q35_attn_seg_start(n_kv, nseg, g),
+                                        q35_attn_seg_start(n_kv, nseg, g + 1), sc, parts + (size_t)g * pf, work);
+                    for (int g = nseg - 1; g >= 0; g--)
+                        q35_attend_part(isas[s], q, qh, nkvh, group, K, V, ldkv, hd, q35_attn_seg_start(n_kv, nseg, g),
+                                        q35_attn_seg_start(n_kv, nseg, g + 1), sc, parts2 + (size_t)g * pf, work);
+                    CHECK(memcmp(parts, parts2, sizeof(float) * nseg * pf) == 0, "%s: partials depend on their order", isas[s]->name);
+                    q35_attend_merge(isas[s], parts, nseg, nh, hd, o, hd);
+                    for (int h = 0; h < nh; h++)
+                        q35_attend(q + (size_t)h * qh, K + (size_t)(h / group) * hd, V + (size_t)(h / group) * hd, n_kv, hd, ldkv, sc, work, o2 + (size_t)h * hd);
+                    const double e = rel_err(o, o2, (size_t)nh * hd, 1e-3);
+                    CHECK(e < 1e-5, "%s decode attention hd=%d group=%d n_kv=%d (%d segments): vs ref %g", isas[s]->name, hd, group, n_kv, nseg, e);
+                    free(K), free(V), free(q), free(parts), free(parts2), free(work), free(o), free(o2);
+                }
 }
 
 int main(void) {
@@ -490,5 +572,7 @@ int main(void) {
     RUN(test_chunk_vs_recurrence);
     RUN(test_layer_hv_gt_hk);
     RUN(test_attention);
+    RUN(test_attention_rows);
+    RUN(test_attention_decode);
     TEST_EXIT();
 }

@@ -49,15 +49,65 @@ void q35_attend_block(const q35_gdn_kernels *kn, const float *q, int ldq, int qh
 #undef HEAD_SUM
 }
 
-void q35_attend_one(const q35_gdn_kernels *kn, const float *q, int qh, int G, const float *K, const float *V, int ldkv, int n_kv, int hd,
-                    float scale, float *o, int oh, float *scores) {
-    kn->gemm_nt(G, n_kv, hd, q, qh, K, ldkv, scores, n_kv); /* scores [G][n_kv] */
-    float sum[8];
-    for (int g = 0; g < G; g++) {
-        float m = -INFINITY;
-        sum[g] = 0;
-        kn->softmax_row(scores + (size_t)g * n_kv, n_kv, n_kv, scale, &m, &sum[g]);
+int q35_attn_segments(int n_kv) {
+    const int n = n_kv / Q35_ATTN_SEG_MIN;
+    return n < 1 ? 1 : n > Q35_ATTN_SEG_MAX ? Q35_ATTN_SEG_MAX : n;
+}
+
+int q35_attn_seg_start(int n_kv, int nseg, int s) {
+    if (s >= nseg) return n_kv;
+    return (int)((long long)n_kv * s / nseg / Q35_ATTN_DECODE_BK * Q35_ATTN_DECODE_BK);
+}
+
+size_t q35_attn_part_floats(int n_heads, int hd) { return (size_t)n_heads * ((size_t)hd + 2); }
+
+size_t q35_attn_part_work(int group, int hd) {
+    (void)hd;
+    return (size_t)(group < 8 ? group : 8) * Q35_ATTN_DECODE_BK;
+}
+
+void q35_attend_part(const q35_gdn_kernels *kn, const float *q, int qh, int n_kv_heads, int group, const float *K, const float *V,
+                     int ldkv, int hd, int k0, int k1, float scale, float *part, float *work) {
+    enum { BK = Q35_ATTN_DECODE_BK };
+    const int nh = n_kv_heads * group;
+    float *O = part, *mx = part + (size_t)nh * hd, *sum = mx + nh; /* [nh][hd], [nh], [nh] */
+    float *S = work;                                                 /* [<= 8][BK] scores, then weights */
+    for (int h = 0; h < nh; h++) mx[h] = -INFINITY, sum[h] = 0;
+    memset(O, 0, sizeof(float) * (size_t)nh * hd);
+    for (int j0 = k0; j0 < k1; j0 += BK) {
+        const int nk = k1 - j0 < BK ? k1 - j0 : BK;
+        for (int kh = 0; kh < n_kv_heads; kh++) {
+            const float *Kb = K + (size_t)j0 * ldkv + (size_t)kh * hd, *Vb = V + (size_t)j0 * ldkv + (size_t)kh * hd;
+            for (int g0 = 0; g0 < group; g0 += 8) {
+                const int G = group - g0 < 8 ? group - g0 : 8, h0 = kh * group + g0;
+                kn->dot_rows(G, nk, hd, q + (size_t)h0 * qh, qh, Kb, ldkv, S, BK); /* S[g][j] = q_h0+g . k_j0+j */
+                for (int g = 0; g < G; g++) {
+                    const float corr = kn->softmax_row(S + (size_t)g * BK, nk, nk, scale, &mx[h0 + g], &sum[h0 + g]);
+                    if (corr != 1.0f && j0 > k0) kn->scale(O + (size_t)(h0 + g) * hd, corr, hd);
+                }
+                kn->axpy_rows(G, nk, hd, S, BK, Vb, ldkv, O + (size_t)h0 * hd); /* O += S V */
+            }
+        }
     }
-    kn->gemm(G, hd, n_kv, scores, n_kv, V, ldkv, o, oh, 0.0f, Q35_TRI_NONE);
-    for (int g = 0; g < G; g++) kn->scale(o + (size_t)g * oh, 1.0f / sum[g], hd);
+}
+
+void q35_attend_merge(const q35_gdn_kernels *kn, const float *parts, int nseg, int n_heads, int hd, float *o, int oh) {
+    const size_t pf = q35_attn_part_floats(n_heads, hd);
+    for (int h = 0; h < n_heads; h++) {
+        float *oh_ = o + (size_t)h * oh;
+        float M = -INFINITY;
+        for (int s = 0; s < nseg; s++) {
+            const float m = parts[(size_t)s * pf + (size_t)n_heads * hd + h];
+            M = m > M ? m : M;
+        }
+        float total = 0;
+        for (int s = 0; s < nseg; s++) {
+            const float *p = parts + (size_t)s * pf;
+            const float w = expf(p[(size_t)n_heads * hd + h] - M); /* 1 for the segment holding the max */
+            total += w * p[(size_t)n_heads * hd + n_heads + h];
+            if (s == 0) kn->scale_to(oh_, w, p + (size_t)h * hd, hd);
+            else kn->axpy(oh_, w, p + (size_t)h * hd, hd);
+        }
+        kn->scale(oh_, 1.0f / total, hd);
+    }
 }

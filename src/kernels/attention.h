@@ -19,9 +19,32 @@ size_t q35_attn_block_work(int G, int nq, int hd);
 void q35_attend_block(const q35_gdn_kernels *kn, const float *q, int ldq, int qh, int G, int nq, int qpos0, const float *K, const float *V,
                       int ldkv, int hd, float scale, float *o, int ldo, int oh, float *work);
 
-/* One query of each of G <= 8 heads sharing a KV head (head g at q + g*qh) over n_kv keys; each
- * K and V row is read once for the G heads. o + g*oh receives head g's output; scores: [G][n_kv]
- * work. */
-void q35_attend_one(const q35_gdn_kernels *kn, const float *q, int qh, int G, const float *K, const float *V, int ldkv, int n_kv, int hd,
-                    float scale, float *o, int oh, float *scores);
+/* Generation: one query of every head over the whole cache. The keys [0, n_kv) are cut into
+ * segments (q35_attn_segments: a function of n_kv only, so the result does not depend on how many
+ * threads share them), each segment gives a partial softmax (q35_attend_part), and the partials
+ * are merged in segment order (q35_attend_merge). */
+#define Q35_ATTN_DECODE_BK 64 /* keys per block inside a segment */
+#define Q35_ATTN_SEG_MIN 256  /* keys per segment at least (segments are dispatched to threads) */
+#define Q35_ATTN_SEG_MAX 8    /* segments at most */
+
+/* Segments of a query over n_kv >= 1 keys; segment s covers [q35_attn_seg_start(n_kv, nseg, s),
+ * q35_attn_seg_start(n_kv, nseg, s + 1)), each start a multiple of Q35_ATTN_DECODE_BK. */
+int q35_attn_segments(int n_kv);
+int q35_attn_seg_start(int n_kv, int nseg, int s);
+
+/* Floats of one partial of n_heads heads of dimension hd: O [n_heads][hd] (unnormalised output),
+ * m [n_heads] (largest scaled score), sum [n_heads] (sum of exp(score - m)). */
+size_t q35_attn_part_floats(int n_heads, int hd);
+/* Floats of work q35_attend_part needs for GQA groups of `group` heads. */
+size_t q35_attn_part_work(int group, int hd);
+
+/* The partial of keys [k0, k1) for one query of n_heads = n_kv_heads * group heads: head h at
+ * q + h*qh ([hd], normed and rotated) reads KV head h / group, whose rows are at K + (h/group)*hd
+ * + j*ldkv (V likewise). Blocks of keys in order, every KV head of a block before the next one:
+ * each K and V row is read once, in order (the dot_rows / axpy_rows kernels). */
+void q35_attend_part(const q35_gdn_kernels *kn, const float *q, int qh, int n_kv_heads, int group, const float *K, const float *V,
+                     int ldkv, int hd, int k0, int k1, float scale, float *part, float *work);
+/* Head h of the result at o + h*oh: the nseg partials at parts + s * q35_attn_part_floats(...),
+ * merged in order s = 0, 1, ... */
+void q35_attend_merge(const q35_gdn_kernels *kn, const float *parts, int nseg, int n_heads, int hd, float *o, int oh);
 #endif

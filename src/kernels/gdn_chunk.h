@@ -34,6 +34,12 @@ typedef struct q35_gdn_kernels {
     void (*gemm)(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc, float beta, int tri);
     /* C[M][N] = A[M][K] B[N][K]^T (dot products of rows; for few rows of A) */
     void (*gemm_nt)(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc);
+    /* S[g][j] = q_g . K_j, g < G <= 8, j < n: q_g at q + g*qh, K_j at K + j*ld, [d] each; row g of
+     * S at S + g*lds. The K rows are read once each, in order, with prefetch ahead. */
+    void (*dot_rows)(int G, int n, int d, const float *q, int qh, const float *K, int ld, float *S, int lds);
+    /* O[g] += sum_j S[g][j] V_j, g < G <= 8, j < n: V_j at V + j*ld, O row g at O + g*d, [d] each.
+     * The V rows are read once each, in order, with prefetch ahead. */
+    void (*axpy_rows)(int G, int n, int d, const float *S, int lds, const float *V, int ld, float *O);
     /* dst[c][r] = src[r][c], r < rows, c < cols */
     void (*transpose)(const float *src, int lds, float *dst, int ldd, int rows, int cols);
     void (*vexp)(float *x, int n);                      /* x = exp(x); exp(x < -87.3) = 0 */

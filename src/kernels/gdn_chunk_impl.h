@@ -576,6 +576,112 @@ static int64_t FN(argmax)(const float *x, int64_t n) {
     return 0; /* not reached: best is x[0] or an element of block best_b0 */
 }
 
+/* ---------------------------------------------------------------- one query over a KV cache */
+
+/* Generation reads every K and V row of the cache once; on a long context that is hundreds of MB a
+ * token, so these two read the rows strictly in order (row j at p + j*ld), a row at a time, and
+ * request the rows ATT_PF_NEAR (into L1) and ATT_PF_FAR (into L2) ahead as they go, one line per
+ * line read (rows past the end are harmless: a prefetch never faults). */
+#define ATT_PF_NEAR 1
+#define ATT_PF_FAR 4
+#define ATT_PF(row, c, ld)                                                                            \
+    do {                                                                                              \
+        if (((c) & 15) == 0) {                                                                        \
+            __builtin_prefetch((row) + (size_t)ATT_PF_NEAR * (size_t)(ld) + (c), 0, 3);             \
+            __builtin_prefetch((row) + (size_t)ATT_PF_FAR * (size_t)(ld) + (c), 0, 2);              \
+        }                                                                                             \
+    } while (0)
+
+static ALWAYS_INLINE void FN(dot_rows_g)(const int G, int n, int d, const float *q, int qh, const float *K, int ld, float *S, int lds) {
+    for (int j = 0; j < n; j++) {
+        const float *kr = K + (size_t)j * ld;
+        vec acc[8];
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) acc[g] = VZERO();
+        int c = 0;
+        for (; c + VL <= d; c += VL) {
+            ATT_PF(kr, c, ld);
+            const vec kv = VLOAD(kr + c);
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) acc[g] = VFMA(VLOAD(q + (size_t)g * qh + c), kv, acc[g]);
+        }
+        if (c < d) {
+            const vec kv = VLOADM(kr + c, d - c);
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) acc[g] = VFMA(VLOADM(q + (size_t)g * qh + c, d - c), kv, acc[g]);
+        }
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) S[(size_t)g * lds + j] = VHSUM(acc[g]);
+    }
+}
+
+static void FN(dot_rows)(int G, int n, int d, const float *q, int qh, const float *K, int ld, float *S, int lds) {
+    switch (G) {
+    case 1: FN(dot_rows_g)(1, n, d, q, qh, K, ld, S, lds); break;
+    case 2: FN(dot_rows_g)(2, n, d, q, qh, K, ld, S, lds); break;
+    case 3: FN(dot_rows_g)(3, n, d, q, qh, K, ld, S, lds); break;
+    case 4: FN(dot_rows_g)(4, n, d, q, qh, K, ld, S, lds); break;
+    case 5: FN(dot_rows_g)(5, n, d, q, qh, K, ld, S, lds); break;
+    case 6: FN(dot_rows_g)(6, n, d, q, qh, K, ld, S, lds); break;
+    case 7: FN(dot_rows_g)(7, n, d, q, qh, K, ld, S, lds); break;
+    case 8: FN(dot_rows_g)(8, n, d, q, qh, K, ld, S, lds); break;
+    default: break;
+    }
+}
+
+/* Rows j and j+1 (two: half the passes over O) or j alone (two = 0). */
+static ALWAYS_INLINE void FN(axpy_rows_step)(const int G, const int two, int j, int d, const float *S, int lds, const float *V, int ld, float *O) {
+    const float *v0 = V + (size_t)j * ld, *v1 = v0 + ld;
+    vec p0[8], p1[8];
+#pragma GCC unroll 8
+    for (int g = 0; g < G; g++) {
+        p0[g] = VSET1(S[(size_t)g * lds + j]);
+        if (two) p1[g] = VSET1(S[(size_t)g * lds + j + 1]);
+    }
+    int c = 0;
+    for (; c + VL <= d; c += VL) {
+        ATT_PF(v0, c, ld);
+        if (two) ATT_PF(v1, c, ld);
+        const vec a = VLOAD(v0 + c), b = two ? VLOAD(v1 + c) : VZERO();
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            vec o = VFMA(p0[g], a, VLOAD(O + (size_t)g * d + c));
+            if (two) o = VFMA(p1[g], b, o);
+            VSTORE(O + (size_t)g * d + c, o);
+        }
+    }
+    if (c < d) {
+        const vec a = VLOADM(v0 + c, d - c), b = two ? VLOADM(v1 + c, d - c) : VZERO();
+#pragma GCC unroll 8
+        for (int g = 0; g < G; g++) {
+            vec o = VFMA(p0[g], a, VLOADM(O + (size_t)g * d + c, d - c));
+            if (two) o = VFMA(p1[g], b, o);
+            VSTOREM(O + (size_t)g * d + c, o, d - c);
+        }
+    }
+}
+
+static ALWAYS_INLINE void FN(axpy_rows_g)(const int G, int n, int d, const float *S, int lds, const float *V, int ld, float *O) {
+    int j = 0;
+    for (; j + 1 < n; j += 2) FN(axpy_rows_step)(G, 1, j, d, S, lds, V, ld, O);
+    if (j < n) FN(axpy_rows_step)(G, 0, j, d, S, lds, V, ld, O);
+}
+
+static void FN(axpy_rows)(int G, int n, int d, const float *S, int lds, const float *V, int ld, float *O) {
+    switch (G) {
+    case 1: FN(axpy_rows_g)(1, n, d, S, lds, V, ld, O); break;
+    case 2: FN(axpy_rows_g)(2, n, d, S, lds, V, ld, O); break;
+    case 3: FN(axpy_rows_g)(3, n, d, S, lds, V, ld, O); break;
+    case 4: FN(axpy_rows_g)(4, n, d, S, lds, V, ld, O); break;
+    case 5: FN(axpy_rows_g)(5, n, d, S, lds, V, ld, O); break;
+    case 6: FN(axpy_rows_g)(6, n, d, S, lds, V, ld, O); break;
+    case 7: FN(axpy_rows_g)(7, n, d, S, lds, V, ld, O); break;
+    case 8: FN(axpy_rows_g)(8, n, d, S, lds, V, ld, O); break;
+    default: break;
+    }
+}
+#undef ATT_PF
+
 /* ---------------------------------------------------------------- the table */
 const q35_gdn_kernels FN(q35_gdn_kernels) = {
     .name = ISA_NAME,
@@ -584,6 +690,8 @@ const q35_gdn_kernels FN(q35_gdn_kernels) = {
     .dot = FN(dot),
     .axpy = FN(axpy),
     .gemm_nt = FN(gemm_nt),
+    .dot_rows = FN(dot_rows),
+    .axpy_rows = FN(axpy_rows),
     .scale = FN(scale),
     .scale_to = FN(scale_to),
     .swiglu = FN(swiglu),

@@ -1,7 +1,9 @@
 /* Gated full-attention layer, spec §3.3: q/gate split per head, (1+w) RMSNorm on q and k, partial
  * interleaved M-RoPE, GQA causal softmax attention over the KV cache, sigmoid output gate, o_proj.
- * Attention runs on the pool: one work item per (query head, block of queries); a prompt chunk's
- * queries of a head attend together (tiled products, online softmax), a single query uses dots. */
+ * Attention runs on the pool. A prompt chunk: one work item per (query heads, block of queries),
+ * the block's queries attend together (tiled products, online softmax). One token (generation):
+ * the cache's keys are cut into segments (a function of the position only), one partial softmax
+ * per segment on the pool, merged in order. */
 #include <math.h>
 #include <string.h>
 
@@ -27,10 +29,10 @@ static void rope_angles(const q35_config *c, const int *p3, const float *inv_fre
     }
 }
 
-size_t q35_attn_work_floats(const q35_config *c, int cap, int n_ctx) {
+size_t q35_attn_work_floats(const q35_config *c, int cap) {
     const int nq = cap < Q35_ATTN_QB ? cap : Q35_ATTN_QB;
     const int G = c->n_heads / c->n_kv_heads;
-    const size_t blk = q35_attn_block_work(G, nq, c->head_dim), one = (size_t)(G < 8 ? G : 8) * n_ctx;
+    const size_t blk = q35_attn_block_work(G, nq, c->head_dim), one = q35_attn_part_work(G, c->head_dim);
     return blk > one ? blk : one;
 }
 
@@ -45,12 +47,45 @@ typedef struct attn_job {
     int n_items;                    /* (n_heads / G) * n_qb */
 } attn_job;
 
-/* Item = G query heads (of one KV head) x one block of up to Q35_ATTN_QB queries. */
+/* The (1+w) RMSNorm and RoPE of query row t of heads [h0, h1), in place. */
+static void q_norm_rope(const attn_job *j, int h0, int h1, int t) {
+    const q35_config *c = j->c;
+    const int hd = c->head_dim, rot = c->rope_dim, qh = hd * (c->attn_output_gate ? 2 : 1);
+    for (int h = h0; h < h1; h++) {
+        float *qr = j->sc->proj + (size_t)t * c->n_heads * qh + (size_t)h * qh;
+        j->kn->rmsnorm(qr, j->w->q_norm, hd, c->rms_eps, qr);
+        q35_rope_neox(qr, rot, j->sc->rope_cos + (size_t)t * (rot / 2), j->sc->rope_sin + (size_t)t * (rot / 2));
+    }
+}
+
+/* o *= sigmoid(gate) for query row t of heads [h0, h1). */
+static void out_gate(const attn_job *j, int h0, int h1, int t) {
+    const q35_config *c = j->c;
+    const int hd = c->head_dim, nh = c->n_heads, qh = hd * 2;
+    if (!c->attn_output_gate) return;
+    for (int h = h0; h < h1; h++)
+        j->kn->sigmoid_mul(j->sc->core + (size_t)t * nh * hd + (size_t)h * hd, j->sc->proj + (size_t)t * nh * qh + (size_t)h * qh + hd, hd);
+}
+
+/* Generation, task = a run of the key segments: each segment's partial into sc->attn_part. */
+static void segment_task(void *ctx, int task, int n_tasks) {
+    const attn_job *j = ctx;
+    const q35_config *c = j->c;
+    const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, qh = hd * (c->attn_output_gate ? 2 : 1);
+    const int n_kv = j->pos + 1, nseg = j->n_items;
+    float *work = j->sc->work + (size_t)task * j->sc->work_floats;
+    const size_t pf = q35_attn_part_floats(nh, hd);
+    for (int s = nseg * task / n_tasks; s < nseg * (task + 1) / n_tasks; s++)
+        q35_attend_part(j->kn, j->sc->proj, qh, nkv, nh / nkv, j->k_cache, j->v_cache, nkv * hd, hd, q35_attn_seg_start(n_kv, nseg, s),
+                        q35_attn_seg_start(n_kv, nseg, s + 1), 1.0f / sqrtf((float)hd), j->sc->attn_part + (size_t)s * pf, work);
+}
+
+/* Prompt chunk, item = G query heads (of one KV head) x one block of up to Q35_ATTN_QB queries. */
 static void attn_task(void *ctx, int task, int n_tasks) {
     const attn_job *j = ctx;
     const q35_config *c = j->c;
     q35_scratch *sc = j->sc;
-    const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, group = nh / nkv, rot = c->rope_dim;
+    const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, group = nh / nkv;
     const int gate = c->attn_output_gate, qh = hd * (gate ? 2 : 1), qstride = nh * qh, kvw = nkv * hd;
     const float scale = 1.0f / sqrtf((float)hd);
     float *work = sc->work + (size_t)task * sc->work_floats;
@@ -59,25 +94,12 @@ static void attn_task(void *ctx, int task, int n_tasks) {
         const int h0 = (it / j->n_qb) * j->G, qb = it % j->n_qb, t0 = qb * Q35_ATTN_QB;
         const int nq = j->n - t0 < Q35_ATTN_QB ? j->n - t0 : Q35_ATTN_QB;
         const int kvh = h0 / group;
-        for (int h = h0; h < h0 + j->G; h++)
-            for (int t = t0; t < t0 + nq; t++) { /* q norm + RoPE of these heads' rows, in place */
-                float *qr = sc->proj + (size_t)t * qstride + (size_t)h * qh;
-                j->kn->rmsnorm(qr, j->w->q_norm, hd, c->rms_eps, qr);
-                q35_rope_neox(qr, rot, sc->rope_cos + (size_t)t * (rot / 2), sc->rope_sin + (size_t)t * (rot / 2));
-            }
+        for (int t = t0; t < t0 + nq; t++) q_norm_rope(j, h0, h0 + j->G, t);
         const float *q0 = sc->proj + (size_t)t0 * qstride + (size_t)h0 * qh;
         float *o0 = sc->core + (size_t)t0 * nh * hd + (size_t)h0 * hd;
         const float *K = j->k_cache + (size_t)kvh * hd, *V = j->v_cache + (size_t)kvh * hd;
-        if (nq == 1)
-            for (int g = 0; g < j->G; g += 8)
-                q35_attend_one(j->kn, q0 + (size_t)g * qh, qh, j->G - g < 8 ? j->G - g : 8, K, V, kvw, j->pos + t0 + 1, hd, scale,
-                               o0 + (size_t)g * hd, hd, work);
-        else
-            q35_attend_block(j->kn, q0, qstride, qh, j->G, nq, j->pos + t0, K, V, kvw, hd, scale, o0, nh * hd, hd, work);
-        if (gate)
-            for (int h = h0; h < h0 + j->G; h++)
-                for (int t = t0; t < t0 + nq; t++)
-                    j->kn->sigmoid_mul(sc->core + (size_t)t * nh * hd + (size_t)h * hd, sc->proj + (size_t)t * qstride + (size_t)h * qh + hd, hd);
+        q35_attend_block(j->kn, q0, qstride, qh, j->G, nq, j->pos + t0, K, V, kvw, hd, scale, o0, nh * hd, hd, work);
+        for (int t = t0; t < t0 + nq; t++) out_gate(j, h0, h0 + j->G, t);
     }
 }
 
@@ -106,16 +128,21 @@ void q35_attn_forward(const q35_config *c, const q35_attn_weights *w, float *k_c
     q35_pool *pool = q35_global_pool();
     attn_job j = {c, w, kn, sc, k_cache, v_cache, n, pos, (n + Q35_ATTN_QB - 1) / Q35_ATTN_QB, 1, 0};
     const int T = q35_pool_threads(pool);
-    /* whole GQA groups per item (each key tile, or each K / V row for one query, read once for the
-     * group) when that still gives every thread an item; else split the groups */
+    if (n == 1) {
+        q_norm_rope(&j, 0, nh, 0);
+        j.n_items = q35_attn_segments(pos + 1);
+        int tasks = T < j.n_items ? T : j.n_items;
+        if (tasks > sc->n_slots) tasks = sc->n_slots;
+        q35_pool_run(pool, tasks, segment_task, &j);
+        q35_attend_merge(kn, sc->attn_part, j.n_items, nh, hd, sc->core, hd);
+        out_gate(&j, 0, nh, 0);
+        q35_matmul(&w->o, sc->core, n, sc->out);
+        return;
+    }
+    /* whole GQA groups per item (each key tile read once for the group) when that still gives
+     * every thread an item; else one head per item */
     const int group = nh / nkv;
     if (nkv * j.n_qb >= T) j.G = group;
-    else if (n == 1)
-        for (int s = (T + nkv - 1) / nkv; s <= group; s++)
-            if (group % s == 0) {
-                j.G = group / s;
-                break;
-            }
     j.n_items = nh / j.G * j.n_qb;
     int tasks = T;
     if (tasks > j.n_items) tasks = j.n_items;

@@ -20,7 +20,7 @@ void q35_attn_forward(const q35_config *c, const q35_attn_weights *w, float *k_c
 void q35_mlp_forward(const q35_config *c, const q35_layer_weights *w, q35_scratch *sc, int n);
 
 /* Floats of one work slot: the GDN chunk scratch for chunks of gdn_chunk tokens; the attention
- * tiles of a chunk of cap tokens and the scores of one query over n_ctx keys. */
+ * tiles of a chunk of cap tokens, or the key-block scores and output of one query. */
 size_t q35_gdn_work_floats(const q35_config *c, int gdn_chunk);
-size_t q35_attn_work_floats(const q35_config *c, int cap, int n_ctx);
+size_t q35_attn_work_floats(const q35_config *c, int cap);
 #endif

@@ -6,6 +6,7 @@
 #include "core/err.h"
 #include "core/hugemem.h"
 #include "core/pool.h"
+#include "kernels/attention.h"
 #include "layers/layers.h"
 #include "runtime/state.h"
 
@@ -94,9 +95,10 @@ q35_status q35_session_new(q35_model *m, int n_ctx, q35_session **out) {
     sc->gdn_chunk = env_int("Q35_GDN_CHUNK", Q35_GDN_CHUNK, 0, 4096);
     sc->n_slots = q35_get_threads();
     if (sc->n_slots < 1) sc->n_slots = 1;
-    const size_t wg = q35_gdn_work_floats(c, sc->gdn_chunk), wa = q35_attn_work_floats(c, (int)B, n_ctx);
+    const size_t wg = q35_gdn_work_floats(c, sc->gdn_chunk), wa = q35_attn_work_floats(c, (int)B);
     sc->work_floats = ((wg > wa ? wg : wa) + 15) & ~(size_t)15; /* 64-byte multiples: slots on their own lines */
     sc->work = alloc_f((size_t)sc->n_slots * sc->work_floats, &fail);
+    sc->attn_part = alloc_f(Q35_ATTN_SEG_MAX * q35_attn_part_floats(c->n_heads, hd), &fail);
     if (fail) {
         q35_session_free(s);
         return q35_fail(Q35_ERR_NOMEM, "out of memory for a session of %d tokens (%.1f MB of state)", n_ctx,
@@ -114,7 +116,7 @@ void q35_session_free(q35_session *s) {
     if (!s) return;
     q35_scratch *sc = &s->sc;
     free(sc->x); free(sc->xn); free(sc->proj); free(sc->proj2); free(sc->ba); free(sc->core); free(sc->ff);
-    free(sc->out); free(sc->rope_cos); free(sc->rope_sin); free(sc->pos3); free(sc->gdn_gb); free(sc->work);
+    free(sc->out); free(sc->rope_cos); free(sc->rope_sin); free(sc->pos3); free(sc->gdn_gb); free(sc->work); free(sc->attn_part);
     q35_greedy_free_scratch(s);
     free(s->slot); free(s->conv); free(s->conv_taps); q35_huge_free(s->rec); q35_huge_free(s->k_cache); q35_huge_free(s->v_cache); free(s->inv_freq);
     free(s->mark_conv); free(s->mark_rec); free(s->tokens); free(s->keys);

@@ -22,6 +22,7 @@ typedef struct q35_scratch {
     int n_slots;       /* work slots: the most tasks a layer dispatch uses */
     size_t work_floats;/* W: floats per slot */
     float *work;       /* [n_slots][W] per-task scratch: GDN chunk matrices, attention tiles / scores */
+    float *attn_part;  /* [Q35_ATTN_SEG_MAX][n_heads][hd + 2] one query's attention partials per key segment */
 } q35_scratch;
 
 /* The scalar fields of q35_session that are part of a sequence's state, as X(type, name). Every
