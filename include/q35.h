@@ -51,6 +51,8 @@ typedef struct q35_model_info {
     size_t weight_bytes;       /* bytes of the text weights as stored */
     size_t bytes_per_token;    /* weight bytes read to generate one token (layer matrices + LM head) */
     size_t state_bytes;        /* bytes of the fp32 recurrent state (conv + delta rule), read and written every token */
+    size_t kv_bytes_per_pos;   /* bytes of the fp32 KV cache per position (every attention layer's K and V): a token
+                                  at position p reads (p + 1) x this */
     const char *weight_format; /* format of the layer matrices (of the first MLP; "bf16", "q4_0", ...) */
     const char *head_format;   /* format of the LM head */
     const char *arch;          /* architectures[0] of config.json */

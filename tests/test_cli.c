@@ -1,5 +1,6 @@
 /* The q35 binary as a user runs it ($Q35_BIN): greedy ids and dumped logits equal the reference,
  * bad input gives one line on stderr and a non-zero status, every subcommand has --help. */
+#include <cjson/cJSON.h>
 #include <sys/wait.h>
 
 #include "core/file.h"
@@ -177,6 +178,39 @@ static void test_quantize(void) {
     CHECK(run(cmd, out_p, err_p) == 2, "a q35-layout source for --layout gguf must be refused");
 }
 
+/* q35 bench --json on a tiny checkpoint: one JSON object whose counts are the arguments, speeds
+ * positive, and byte counts those of the model (the KV cache a generated token reads: the mean
+ * over positions n_prompt .. n_prompt + n_gen - 1 of (p + 1) rows). */
+static void test_bench_json(void) {
+    char dir[1024], cmd[8192];
+    snprintf(dir, sizeof dir, "%s/models/tiny-vl", test_data_dir());
+    snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 4 --reps 2 -t 1 --json", bin, dir);
+    int rc = run(cmd, out_p, err_p);
+    CHECK(rc == 0, "exit %d: %s", rc, slurp(err_p));
+    char *out = slurp(out_p);
+    cJSON *j = cJSON_Parse(out);
+    CHECK(j != NULL, "not one JSON object: %s", out);
+    q35_model *m = NULL;
+    q35_model_info info = {0};
+    if (q35_model_load(dir, &m) == Q35_OK) q35_model_get_info(m, &info);
+    q35_model_free(m);
+    if (j) {
+        const double pt = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "prompt_tokens")), gt = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "gen_tokens"));
+        const double pm = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "prompt_tps"), "median"));
+        const double gm = cJSON_GetNumberValue(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "gen_tps"), "median"));
+        const double kv = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "kv_bytes_per_token"));
+        const double bpt = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "bytes_per_token"));
+        const double st = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "state_bytes"));
+        CHECK(pt == 8 && gt == 4, "token counts %g %g", pt, gt);
+        CHECK(pm > 0 && gm > 0, "speeds %g %g", pm, gm);
+        CHECK(info.kv_bytes_per_pos > 0 && kv == info.kv_bytes_per_pos * (8 + 2.5), "kv bytes per token %g, per position %zu", kv,
+              info.kv_bytes_per_pos);
+        CHECK(bpt == (double)info.bytes_per_token && st == (double)info.state_bytes, "bytes per token %g, state %g", bpt, st);
+        cJSON_Delete(j);
+    }
+    free(out);
+}
+
 static void test_help(void) {
     const char *cmds[] = {"", "generate", "chat", "tokenize", "detokenize", "render", "bench", "quantize"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
@@ -198,6 +232,7 @@ int main(void) {
     RUN(test_bad_input);
     RUN(test_chat_piped);
     RUN(test_quantize);
+    RUN(test_bench_json);
     RUN(test_help);
     TEST_EXIT();
 }

@@ -377,18 +377,21 @@ int cmd_bench(int argc, char **argv) {
     if (!rc) {
         stat3 p = stats(pp, (int)reps), g = stats(tg, (int)reps);
         const double rss_mb = peak_rss_mb(), per_tok_mb = info.bytes_per_token / 1e6, state_mb = info.state_bytes / 1e6;
+        /* the KV cache a generated token reads, on average: the token at position p reads p + 1
+         * rows, and the generated tokens sit at positions n_prompt .. n_prompt + n_gen - 1 */
+        const double kv_mb = info.kv_bytes_per_pos * (n_prompt + (n_gen + 1) / 2.0) / 1e6;
         const double limit = bw > 0 ? bw * 1e3 / per_tok_mb : 0;
-        /* every token also reads and writes the fp32 recurrent state: the limit with those bytes too */
-        const double limit_all = bw > 0 ? bw * 1e3 / (per_tok_mb + 2 * state_mb) : 0;
+        /* every token also reads and writes the fp32 recurrent state and reads the KV cache: the limit with those bytes too */
+        const double limit_all = bw > 0 ? bw * 1e3 / (per_tok_mb + 2 * state_mb + kv_mb) : 0;
         if (json) {
             printf("{\"model\": \"%s\", \"weights\": \"%s\", \"head\": \"%s\", \"load\": \"%s\", \"threads\": %d, \"prompt_tokens\": %ld,"
                    " \"gen_tokens\": %ld, \"reps\": %ld, \"prompt_tps\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f},"
                    " \"gen_tps\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, \"weight_bytes\": %zu, \"bytes_per_token\": %zu,"
-                   " \"state_bytes\": %zu, \"peak_rss_mb\": %.1f, \"read_bandwidth_gbs\": %.2f, \"gen_limit_tps\": %.2f,"
+                   " \"state_bytes\": %zu, \"kv_bytes_per_token\": %.0f, \"peak_rss_mb\": %.1f, \"read_bandwidth_gbs\": %.2f, \"gen_limit_tps\": %.2f,"
                    " \"gen_fraction_of_limit\": %.3f, \"gen_limit_with_state_tps\": %.2f, \"gen_fraction_of_limit_with_state\": %.3f,"
                    " \"load_s\": %.2f}\n",
                    synthetic ? synthetic : dir, info.weight_format, info.head_format, load ? "memory" : "mmap", q35_get_threads(), n_prompt,
-                   n_gen, reps, p.median, p.lo, p.hi, g.median, g.lo, g.hi, info.weight_bytes, info.bytes_per_token, info.state_bytes, rss_mb, bw,
+                   n_gen, reps, p.median, p.lo, p.hi, g.median, g.lo, g.hi, info.weight_bytes, info.bytes_per_token, info.state_bytes, kv_mb * 1e6, rss_mb, bw,
                    limit, limit > 0 ? g.median / limit : 0, limit_all, limit_all > 0 ? g.median / limit_all : 0, load_s);
         } else {
             printf("model          %s (%d layers, hidden %d, vocab %d)\n", synthetic ? synthetic : dir, info.n_layers, info.hidden,
@@ -405,8 +408,9 @@ int cmd_bench(int argc, char **argv) {
             if (n_gen > 0) printf("generate %-4ld  %8.2f tok/s  (median of %ld; %.2f .. %.2f)\n", n_gen, g.median, reps, g.lo, g.hi);
             printf("bandwidth      %.1f GB/s read (%d threads) -> generation limit %.1f tok/s; reached %.0f%%\n", bw, q35_get_threads(),
                    limit, limit > 0 ? 100 * g.median / limit : 0);
-            printf("with state     + %.0f MB recurrent state read and written per token -> limit %.1f tok/s; reached %.0f%%\n", state_mb,
-                   limit_all, limit_all > 0 ? 100 * g.median / limit_all : 0);
+            printf("with state     + %.0f MB recurrent state read and written + %.0f MB KV cache read per token -> limit %.1f tok/s; "
+                   "reached %.0f%%\n",
+                   state_mb, kv_mb, limit_all, limit_all > 0 ? 100 * g.median / limit_all : 0);
             printf("peak RSS       %.0f MB (weights %.0f MB); load %.2f s\n", rss_mb, info.weight_bytes / 1e6, load_s);
         }
     }

@@ -251,6 +251,7 @@ void q35_model_get_info(const q35_model *m, q35_model_info *info) {
     const q35_config *c = &m->cfg; /* runtime/state.h's q35_conv_floats + q35_rec_floats */
     info->state_bytes = sizeof(float) * (size_t)c->n_linear *
                         ((size_t)(c->conv_kernel - 1) * q35_cfg_conv_channels(c) + (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim);
+    info->kv_bytes_per_pos = sizeof(float) * 2 * (size_t)c->n_full * c->n_kv_heads * c->head_dim;
     info->weight_format = q35_dtype_name(m->layers[0].mlp_gate.dtype);
     info->head_format = q35_dtype_name(m->lm_head.dtype);
     info->arch = m->cfg.arch;
