@@ -44,7 +44,7 @@ typedef struct attn_job {
     const float *k_cache, *v_cache; /* [n_ctx][n_kv*hd] */
     int n, pos, n_qb;               /* tokens, first position, query blocks per head */
     int G;                          /* query heads per item: the GQA group, or 1 */
-    int n_items;                    /* (n_heads / G) * n_qb */
+    int n_items;                    /* prompt: (n_heads / G) * n_qb items; generation: key segments */
 } attn_job;
 
 /* The (1+w) RMSNorm and RoPE of query row t of heads [h0, h1), in place. */
