@@ -474,48 +474,58 @@ static void test_attention(void) {
 }
 
 /* The row kernels of generation against double sums: dot_rows (S = q K^T) and axpy_rows
- * (O += S V), every head count 1..8, dimensions with and without a vector tail, odd row counts. */
+ * (O += S V) for 1-3 KV heads per row, every head count 1..8 per KV head, dimensions with and
+ * without a vector tail, odd row counts; the gaps between S rows stay untouched. */
 static void test_attention_rows(void) {
     const int ds[] = {256, 24, 5}, ns[] = {1, 2, 7, 64};
     for (int s = 0; s < n_isas; s++) {
         double worst = 0;
-        for (int di = 0; di < 3; di++)
-            for (int ni = 0; ni < 4; ni++)
-                for (int G = 1; G <= 8; G++) {
-                    const int d = ds[di], n = ns[ni], ld = 2 * d + 3, qh = d + 1, lds = n + 2;
-                    float *q = malloc(sizeof(float) * G * qh), *K = malloc(sizeof(float) * n * ld), *S = malloc(sizeof(float) * G * lds);
-                    float *O = malloc(sizeof(float) * G * d), *O0 = malloc(sizeof(float) * G * d);
-                    fill(q, (size_t)G * qh, 1), fill(K, (size_t)n * ld, 1), fill(O, (size_t)G * d, 1);
-                    for (int i = 0; i < G * lds; i++) S[i] = -7.0f; /* the gaps between S rows must stay */
-                    isas[s]->dot_rows(G, n, d, q, qh, K, ld, S, lds);
-                    int gaps = 1;
-                    for (int g = 0; g < G; g++) {
-                        for (int j = 0; j < n; j++) {
-                            double r = 0, mag = 0;
-                            for (int c = 0; c < d; c++) {
-                                r += (double)q[g * qh + c] * K[(size_t)j * ld + c];
-                                mag += fabs((double)q[g * qh + c] * K[(size_t)j * ld + c]);
+        for (int nkv = 1; nkv <= 3; nkv++)
+            for (int di = 0; di < 3; di++)
+                for (int ni = 0; ni < 4; ni++)
+                    for (int G = 1; G <= 8; G++) {
+                        const int d = ds[di], n = ns[ni], ld = nkv * d + 3, qh = d + 1, qkv = G * qh + 2, lds = n + 2, skv = G * lds + 1;
+                        const int okv = G * d + 4;
+                        float *q = malloc(sizeof(float) * nkv * qkv), *K = malloc(sizeof(float) * n * ld), *S = malloc(sizeof(float) * nkv * skv);
+                        float *O = malloc(sizeof(float) * nkv * okv), *O0 = malloc(sizeof(float) * nkv * okv);
+                        fill(q, (size_t)nkv * qkv, 1), fill(K, (size_t)n * ld, 1), fill(O, (size_t)nkv * okv, 1);
+                        for (int i = 0; i < nkv * skv; i++) S[i] = -7.0f; /* the gaps between S rows must stay */
+                        isas[s]->dot_rows(nkv, G, n, d, q, qh, qkv, K, ld, S, lds, skv);
+                        int gaps = 1;
+                        for (int kh = 0; kh < nkv; kh++)
+                            for (int g = 0; g < G; g++) {
+                                const float *qg = q + kh * qkv + g * qh, *Sg = S + kh * skv + g * lds;
+                                for (int j = 0; j < n; j++) {
+                                    double r = 0, mag = 0;
+                                    for (int c = 0; c < d; c++) {
+                                        r += (double)qg[c] * K[(size_t)j * ld + kh * d + c];
+                                        mag += fabs((double)qg[c] * K[(size_t)j * ld + kh * d + c]);
+                                    }
+                                    const double e = fabs(Sg[j] - r) / (mag + 1e-30);
+                                    worst = e > worst ? e : worst;
+                                }
+                                gaps &= Sg[n] == -7.0f && Sg[n + 1] == -7.0f;
                             }
-                            const double e = fabs(S[g * lds + j] - r) / (mag + 1e-30);
-                            worst = e > worst ? e : worst;
+                        CHECK(gaps, "%s dot_rows nkv=%d G=%d n=%d d=%d wrote between rows", isas[s]->name, nkv, G, n, d);
+                        memcpy(O0, O, sizeof(float) * nkv * okv);
+                        isas[s]->axpy_rows(nkv, G, n, d, S, lds, skv, K, ld, O, okv);
+                        int pad = 1;
+                        for (int kh = 0; kh < nkv; kh++) {
+                            for (int g = 0; g < G; g++)
+                                for (int c = 0; c < d; c++) {
+                                    double r = O0[kh * okv + g * d + c], mag = fabs(r);
+                                    for (int j = 0; j < n; j++) {
+                                        const double t = (double)S[kh * skv + g * lds + j] * K[(size_t)j * ld + kh * d + c];
+                                        r += t, mag += fabs(t);
+                                    }
+                                    const double e = fabs(O[kh * okv + g * d + c] - r) / (mag + 1e-30);
+                                    worst = e > worst ? e : worst;
+                                }
+                            for (int c = G * d; c < okv; c++) pad &= O[kh * okv + c] == O0[kh * okv + c];
                         }
-                        gaps &= S[g * lds + n] == -7.0f && S[g * lds + n + 1] == -7.0f;
+                        CHECK(pad, "%s axpy_rows nkv=%d G=%d wrote between heads", isas[s]->name, nkv, G);
+                        free(q), free(K), free(S), free(O), free(O0);
                     }
-                    CHECK(gaps, "%s dot_rows G=%d n=%d d=%d wrote between rows", isas[s]->name, G, n, d);
-                    memcpy(O0, O, sizeof(float) * G * d);
-                    isas[s]->axpy_rows(G, n, d, S, lds, K, ld, O);
-                    for (int g = 0; g < G; g++)
-                        for (int c = 0; c < d; c++) {
-                            double r = O0[g * d + c], mag = fabs(r);
-                            for (int j = 0; j < n; j++) {
-                                r += (double)S[g * lds + j] * K[(size_t)j * ld + c];
-                                mag += fabs((double)S[g * lds + j] * K[(size_t)j * ld + c]);
-                            }
-                            const double e = fabs(O[g * d + c] - r) / (mag + 1e-30);
-                            worst = e > worst ? e : worst;
-                        }
-                    free(q), free(K), free(S), free(O), free(O0);
-                }
         CHECK(worst < 1e-6, "%s dot_rows / axpy_rows: worst relative error %g", isas[s]->name, worst);
         printf("# %s dot_rows / axpy_rows: worst error %.2g (relative to sum |a b|)\n", isas[s]->name, worst);
     }
@@ -535,7 +545,7 @@ static void test_attention_decode(void) {
                     float *K = malloc(sizeof(float) * n_kv * ldkv), *V = malloc(sizeof(float) * n_kv * ldkv), *q = malloc(sizeof(float) * nh * qh);
                     const size_t pf = q35_attn_part_floats(nh, hd);
                     float *parts = malloc(sizeof(float) * Q35_ATTN_SEG_MAX * pf), *parts2 = malloc(sizeof(float) * Q35_ATTN_SEG_MAX * pf);
-                    float *work = malloc(sizeof(float) * (q35_attn_part_work(group, hd) + (size_t)n_kv));
+                    float *work = malloc(sizeof(float) * (q35_attn_part_work(nkvh, group) + (size_t)n_kv));
                     float *o = malloc(sizeof(float) * nh * hd), *o2 = malloc(sizeof(float) * nh * hd);
                     fill(K, (size_t)n_kv * ldkv, 3), fill(V, (size_t)n_kv * ldkv, 1), fill(q, (size_t)nh * qh, 3);
                     const float sc = 1.0f / sqrtf((float)hd);

@@ -61,32 +61,30 @@ int q35_attn_seg_start(int n_kv, int nseg, int s) {
 
 size_t q35_attn_part_floats(int n_heads, int hd) { return (size_t)n_heads * ((size_t)hd + 2); }
 
-size_t q35_attn_part_work(int group, int hd) {
-    (void)hd;
-    return (size_t)(group < 8 ? group : 8) * Q35_ATTN_DECODE_BK;
-}
+size_t q35_attn_part_work(int n_kv_heads, int group) { return (size_t)n_kv_heads * (group < 8 ? group : 8) * Q35_ATTN_DECODE_BK; }
 
 void q35_attend_part(const q35_gdn_kernels *kn, const float *q, int qh, int n_kv_heads, int group, const float *K, const float *V,
                      int ldkv, int hd, int k0, int k1, float scale, float *part, float *work) {
     enum { BK = Q35_ATTN_DECODE_BK };
     const int nh = n_kv_heads * group;
     float *O = part, *mx = part + (size_t)nh * hd, *sum = mx + nh; /* [nh][hd], [nh], [nh] */
-    float *S = work;                                                 /* [<= 8][BK] scores, then weights */
+    float *S = work; /* [n_kv_heads][<= 8][BK] scores of a block, then weights */
     for (int h = 0; h < nh; h++) mx[h] = -INFINITY, sum[h] = 0;
     memset(O, 0, sizeof(float) * (size_t)nh * hd);
     for (int j0 = k0; j0 < k1; j0 += BK) {
         const int nk = k1 - j0 < BK ? k1 - j0 : BK;
-        for (int kh = 0; kh < n_kv_heads; kh++) {
-            const float *Kb = K + (size_t)j0 * ldkv + (size_t)kh * hd, *Vb = V + (size_t)j0 * ldkv + (size_t)kh * hd;
-            for (int g0 = 0; g0 < group; g0 += 8) {
-                const int G = group - g0 < 8 ? group - g0 : 8, h0 = kh * group + g0;
-                kn->dot_rows(G, nk, hd, q + (size_t)h0 * qh, qh, Kb, ldkv, S, BK); /* S[g][j] = q_h0+g . k_j0+j */
+        const float *Kb = K + (size_t)j0 * ldkv, *Vb = V + (size_t)j0 * ldkv;
+        for (int g0 = 0; g0 < group; g0 += 8) { /* groups of more than 8 heads: the rows again, from cache */
+            const int G = group - g0 < 8 ? group - g0 : 8;
+            /* S[kh][g][j] = q_(kh*group + g0 + g) . k_(j0+j) of KV head kh */
+            kn->dot_rows(n_kv_heads, G, nk, hd, q + (size_t)g0 * qh, qh, group * qh, Kb, ldkv, S, BK, G * BK);
+            for (int kh = 0; kh < n_kv_heads; kh++)
                 for (int g = 0; g < G; g++) {
-                    const float corr = kn->softmax_row(S + (size_t)g * BK, nk, nk, scale, &mx[h0 + g], &sum[h0 + g]);
-                    if (corr != 1.0f && j0 > k0) kn->scale(O + (size_t)(h0 + g) * hd, corr, hd);
+                    const int h = kh * group + g0 + g;
+                    const float corr = kn->softmax_row(S + (size_t)(kh * G + g) * BK, nk, nk, scale, &mx[h], &sum[h]);
+                    if (corr != 1.0f && j0 > k0) kn->scale(O + (size_t)h * hd, corr, hd);
                 }
-                kn->axpy_rows(G, nk, hd, S, BK, Vb, ldkv, O + (size_t)h0 * hd); /* O += S V */
-            }
+            kn->axpy_rows(n_kv_heads, G, nk, hd, S, BK, G * BK, Vb, ldkv, O + (size_t)g0 * hd, group * hd); /* O += S V */
         }
     }
 }

@@ -35,13 +35,13 @@ int q35_attn_seg_start(int n_kv, int nseg, int s);
 /* Floats of one partial of n_heads heads of dimension hd: O [n_heads][hd] (unnormalised output),
  * m [n_heads] (largest scaled score), sum [n_heads] (sum of exp(score - m)). */
 size_t q35_attn_part_floats(int n_heads, int hd);
-/* Floats of work q35_attend_part needs for GQA groups of `group` heads. */
-size_t q35_attn_part_work(int group, int hd);
+/* Floats of work q35_attend_part needs for n_kv_heads GQA groups of `group` heads. */
+size_t q35_attn_part_work(int n_kv_heads, int group);
 
 /* The partial of keys [k0, k1) for one query of n_heads = n_kv_heads * group heads: head h at
  * q + h*qh ([hd], normed and rotated) reads KV head h / group, whose rows are at K + (h/group)*hd
- * + j*ldkv (V likewise). Blocks of keys in order, every KV head of a block before the next one:
- * each K and V row is read once, in order (the dot_rows / axpy_rows kernels). */
+ * + j*ldkv (V likewise). Blocks of keys in order; the kernels (dot_rows / axpy_rows) read each K
+ * and V row once, every KV head of it in turn, so the cache streams through memory in order. */
 void q35_attend_part(const q35_gdn_kernels *kn, const float *q, int qh, int n_kv_heads, int group, const float *K, const float *V,
                      int ldkv, int hd, int k0, int k1, float scale, float *part, float *work);
 /* Head h of the result at o + h*oh: the nseg partials at parts + s * q35_attn_part_floats(...),

@@ -34,12 +34,13 @@ typedef struct q35_gdn_kernels {
     void (*gemm)(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc, float beta, int tri);
     /* C[M][N] = A[M][K] B[N][K]^T (dot products of rows; for few rows of A) */
     void (*gemm_nt)(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc);
-    /* S[g][j] = q_g . K_j, g < G <= 8, j < n: q_g at q + g*qh, K_j at K + j*ld, [d] each; row g of
-     * S at S + g*lds. The K rows are read once each, in order, with prefetch ahead. */
-    void (*dot_rows)(int G, int n, int d, const float *q, int qh, const float *K, int ld, float *S, int lds);
-    /* O[g] += sum_j S[g][j] V_j, g < G <= 8, j < n: V_j at V + j*ld, O row g at O + g*d, [d] each.
-     * The V rows are read once each, in order, with prefetch ahead. */
-    void (*axpy_rows)(int G, int n, int d, const float *S, int lds, const float *V, int ld, float *O);
+    /* Rows of K (row j at K + j*ld) hold nkv heads of [d] values (head kh at offset kh*d), each
+     * shared by G <= 8 query heads. dot_rows: S[kh*skv + g*lds + j] = q_(kh,g) . K_j[kh], j < n,
+     * with q_(kh,g) at q + kh*qkv + g*qh. axpy_rows: O[kh*okv + g*d ..] += sum_j S[kh*skv + g*lds
+     * + j] V_j[kh]. Each row is read once, all its heads in order (one stream through memory),
+     * with prefetch ahead. */
+    void (*dot_rows)(int nkv, int G, int n, int d, const float *q, int qh, int qkv, const float *K, int ld, float *S, int lds, int skv);
+    void (*axpy_rows)(int nkv, int G, int n, int d, const float *S, int lds, int skv, const float *V, int ld, float *O, int okv);
     /* dst[c][r] = src[r][c], r < rows, c < cols */
     void (*transpose)(const float *src, int lds, float *dst, int ldd, int rows, int cols);
     void (*vexp)(float *x, int n);                      /* x = exp(x); exp(x < -87.3) = 0 */

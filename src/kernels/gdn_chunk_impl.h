@@ -592,45 +592,49 @@ static int64_t FN(argmax)(const float *x, int64_t n) {
         }                                                                                             \
     } while (0)
 
-static ALWAYS_INLINE void FN(dot_rows_g)(const int G, int n, int d, const float *q, int qh, const float *K, int ld, float *S, int lds) {
+static ALWAYS_INLINE void FN(dot_rows_g)(const int G, int nkv, int n, int d, const float *q, int qh, int qkv, const float *K, int ld, float *S,
+                                          int lds, int skv) {
     for (int j = 0; j < n; j++) {
-        const float *kr = K + (size_t)j * ld;
-        vec acc[8];
+        for (int kh = 0; kh < nkv; kh++) {
+            const float *kr = K + (size_t)j * ld + (size_t)kh * d, *qk = q + (size_t)kh * qkv;
+            vec acc[8];
 #pragma GCC unroll 8
-        for (int g = 0; g < G; g++) acc[g] = VZERO();
-        int c = 0;
-        for (; c + VL <= d; c += VL) {
-            ATT_PF(kr, c, ld);
-            const vec kv = VLOAD(kr + c);
+            for (int g = 0; g < G; g++) acc[g] = VZERO();
+            int c = 0;
+            for (; c + VL <= d; c += VL) {
+                ATT_PF(kr, c, ld);
+                const vec kv = VLOAD(kr + c);
 #pragma GCC unroll 8
-            for (int g = 0; g < G; g++) acc[g] = VFMA(VLOAD(q + (size_t)g * qh + c), kv, acc[g]);
+                for (int g = 0; g < G; g++) acc[g] = VFMA(VLOAD(qk + (size_t)g * qh + c), kv, acc[g]);
+            }
+            if (c < d) {
+                const vec kv = VLOADM(kr + c, d - c);
+#pragma GCC unroll 8
+                for (int g = 0; g < G; g++) acc[g] = VFMA(VLOADM(qk + (size_t)g * qh + c, d - c), kv, acc[g]);
+            }
+#pragma GCC unroll 8
+            for (int g = 0; g < G; g++) S[(size_t)kh * skv + (size_t)g * lds + j] = VHSUM(acc[g]);
         }
-        if (c < d) {
-            const vec kv = VLOADM(kr + c, d - c);
-#pragma GCC unroll 8
-            for (int g = 0; g < G; g++) acc[g] = VFMA(VLOADM(q + (size_t)g * qh + c, d - c), kv, acc[g]);
-        }
-#pragma GCC unroll 8
-        for (int g = 0; g < G; g++) S[(size_t)g * lds + j] = VHSUM(acc[g]);
     }
 }
 
-static void FN(dot_rows)(int G, int n, int d, const float *q, int qh, const float *K, int ld, float *S, int lds) {
+static void FN(dot_rows)(int nkv, int G, int n, int d, const float *q, int qh, int qkv, const float *K, int ld, float *S, int lds, int skv) {
     switch (G) {
-    case 1: FN(dot_rows_g)(1, n, d, q, qh, K, ld, S, lds); break;
-    case 2: FN(dot_rows_g)(2, n, d, q, qh, K, ld, S, lds); break;
-    case 3: FN(dot_rows_g)(3, n, d, q, qh, K, ld, S, lds); break;
-    case 4: FN(dot_rows_g)(4, n, d, q, qh, K, ld, S, lds); break;
-    case 5: FN(dot_rows_g)(5, n, d, q, qh, K, ld, S, lds); break;
-    case 6: FN(dot_rows_g)(6, n, d, q, qh, K, ld, S, lds); break;
-    case 7: FN(dot_rows_g)(7, n, d, q, qh, K, ld, S, lds); break;
-    case 8: FN(dot_rows_g)(8, n, d, q, qh, K, ld, S, lds); break;
+    case 1: FN(dot_rows_g)(1, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
+    case 2: FN(dot_rows_g)(2, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
+    case 3: FN(dot_rows_g)(3, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
+    case 4: FN(dot_rows_g)(4, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
+    case 5: FN(dot_rows_g)(5, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
+    case 6: FN(dot_rows_g)(6, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
+    case 7: FN(dot_rows_g)(7, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
+    case 8: FN(dot_rows_g)(8, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
     default: break;
     }
 }
 
-/* Rows j and j+1 (two: half the passes over O) or j alone (two = 0). */
-static ALWAYS_INLINE void FN(axpy_rows_step)(const int G, const int two, int j, int d, const float *S, int lds, const float *V, int ld, float *O) {
+/* Rows j and j+1 (two: half the passes over O) or j alone (two = 0), KV head kh's part. */
+static ALWAYS_INLINE void FN(axpy_rows_step)(const int G, const int two, int j, int d, const float *S, int lds, const float *V, int ld,
+                                             float *O) {
     const float *v0 = V + (size_t)j * ld, *v1 = v0 + ld;
     vec p0[8], p1[8];
 #pragma GCC unroll 8
@@ -661,22 +665,27 @@ static ALWAYS_INLINE void FN(axpy_rows_step)(const int G, const int two, int j, 
     }
 }
 
-static ALWAYS_INLINE void FN(axpy_rows_g)(const int G, int n, int d, const float *S, int lds, const float *V, int ld, float *O) {
+static ALWAYS_INLINE void FN(axpy_rows_g)(const int G, int nkv, int n, int d, const float *S, int lds, int skv, const float *V, int ld,
+                                          float *O, int okv) {
     int j = 0;
-    for (; j + 1 < n; j += 2) FN(axpy_rows_step)(G, 1, j, d, S, lds, V, ld, O);
-    if (j < n) FN(axpy_rows_step)(G, 0, j, d, S, lds, V, ld, O);
+    for (; j + 1 < n; j += 2)
+        for (int kh = 0; kh < nkv; kh++)
+            FN(axpy_rows_step)(G, 1, j, d, S + (size_t)kh * skv, lds, V + (size_t)kh * d, ld, O + (size_t)kh * okv);
+    if (j < n)
+        for (int kh = 0; kh < nkv; kh++)
+            FN(axpy_rows_step)(G, 0, j, d, S + (size_t)kh * skv, lds, V + (size_t)kh * d, ld, O + (size_t)kh * okv);
 }
 
-static void FN(axpy_rows)(int G, int n, int d, const float *S, int lds, const float *V, int ld, float *O) {
+static void FN(axpy_rows)(int nkv, int G, int n, int d, const float *S, int lds, int skv, const float *V, int ld, float *O, int okv) {
     switch (G) {
-    case 1: FN(axpy_rows_g)(1, n, d, S, lds, V, ld, O); break;
-    case 2: FN(axpy_rows_g)(2, n, d, S, lds, V, ld, O); break;
-    case 3: FN(axpy_rows_g)(3, n, d, S, lds, V, ld, O); break;
-    case 4: FN(axpy_rows_g)(4, n, d, S, lds, V, ld, O); break;
-    case 5: FN(axpy_rows_g)(5, n, d, S, lds, V, ld, O); break;
-    case 6: FN(axpy_rows_g)(6, n, d, S, lds, V, ld, O); break;
-    case 7: FN(axpy_rows_g)(7, n, d, S, lds, V, ld, O); break;
-    case 8: FN(axpy_rows_g)(8, n, d, S, lds, V, ld, O); break;
+    case 1: FN(axpy_rows_g)(1, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
+    case 2: FN(axpy_rows_g)(2, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
+    case 3: FN(axpy_rows_g)(3, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
+    case 4: FN(axpy_rows_g)(4, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
+    case 5: FN(axpy_rows_g)(5, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
+    case 6: FN(axpy_rows_g)(6, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
+    case 7: FN(axpy_rows_g)(7, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
+    case 8: FN(axpy_rows_g)(8, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
     default: break;
     }
 }

@@ -32,7 +32,7 @@ static void rope_angles(const q35_config *c, const int *p3, const float *inv_fre
 size_t q35_attn_work_floats(const q35_config *c, int cap) {
     const int nq = cap < Q35_ATTN_QB ? cap : Q35_ATTN_QB;
     const int G = c->n_heads / c->n_kv_heads;
-    const size_t blk = q35_attn_block_work(G, nq, c->head_dim), one = q35_attn_part_work(G, c->head_dim);
+    const size_t blk = q35_attn_block_work(G, nq, c->head_dim), one = q35_attn_part_work(c->n_kv_heads, G);
     return blk > one ? blk : one;
 }
 
