@@ -1,6 +1,7 @@
 /* Kernel throughput on the Qwen3.5-0.8B layer shapes (build: make bench-kernels; run:
  * build/bench_kernels [-r REPS] [-l LAYERS] [-i ISA] [--head] [format...]; ISA: only that one,
- * default all; --head adds the LM head, 248320x1024 at n = 1).
+ * default all; --head adds the LM head, 248320x1024 at n = 1; --attn N instead: generation's
+ * attention over an N-position fp32 KV cache of the 0.8B shapes, 1 thread).
  * For each format, ISA and thread count (1, 2): n = 1 over LAYERS copies of one layer's six
  * matrices (in_qkv 6144x1024, in_z 2048x1024, out 1024x2048, gate/up 3584x1024, down 1024x3584),
  * distinct memory so the weights stream from DRAM as in generation: GB/s of weight bytes; n = 64
@@ -14,6 +15,7 @@
 
 #include "core/hugemem.h"
 #include "core/pool.h"
+#include "kernels/attention.h"
 #include "kernels/membw.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
@@ -116,13 +118,50 @@ static double run_set(layer_set *s, const float *X, float *Y, int n, int reps) {
     return median(t, reps);
 }
 
+/* One generated token's attention over n_kv positions of the 0.8B cache (6 attention layers, 2 KV
+ * heads of 256, GQA groups of 4; K and V in distinct memory on huge pages, as a session keeps
+ * them), with each ISA's kernels on 1 thread: GB/s of cache bytes. */
+static int bench_attention(int n_kv, int reps) {
+    enum { L = 6, NKV = 2, HD = 256, GROUP = 4, NH = NKV * GROUP, QH = 2 * HD };
+    const size_t per = (size_t)n_kv * NKV * HD; /* floats of one layer's K (or V) */
+    float *K = q35_huge_alloc(sizeof(float) * L * per), *V = q35_huge_alloc(sizeof(float) * L * per);
+    float *q = malloc(sizeof(float) * NH * QH), *o = malloc(sizeof(float) * NH * HD);
+    float *parts = malloc(sizeof(float) * Q35_ATTN_SEG_MAX * q35_attn_part_floats(NH, HD)), *work = malloc(sizeof(float) * q35_attn_part_work(NKV, GROUP));
+    if (!K || !V || !q || !o || !parts || !work) return 1;
+    for (size_t i = 0; i < L * per; i++) K[i] = frand(), V[i] = frand();
+    for (int i = 0; i < NH * QH; i++) q[i] = frand();
+    const int nseg = q35_attn_segments(n_kv);
+    printf("attention of one token over %d positions (%d segments), %.0f MB of fp32 K and V, 1 thread\n", n_kv, nseg, 2.0 * L * per * 4 / 1e6);
+    const char *isas[] = {"avx512", "avx2", "scalar"};
+    for (int i = 0; i < 3; i++) {
+        const q35_gdn_kernels *kn = q35_gdn_kernels_isa(isas[i]);
+        if (!kn) continue;
+        double t[32];
+        for (int r = 0; r < reps; r++) {
+            const double t0 = now();
+            for (int l = 0; l < L; l++) {
+                for (int s = 0; s < nseg; s++)
+                    q35_attend_part(kn, q, QH, NKV, GROUP, K + l * per, V + l * per, NKV * HD, HD, q35_attn_seg_start(n_kv, nseg, s),
+                                    q35_attn_seg_start(n_kv, nseg, s + 1), 1.0f / 16, parts + s * q35_attn_part_floats(NH, HD), work);
+                q35_attend_merge(kn, parts, nseg, NH, HD, o, HD);
+            }
+            t[r] = now() - t0;
+        }
+        const double tm = median(t, reps);
+        printf("%-7s %8.2f ms  %6.1f GB/s\n", kn->name, tm * 1e3, 2.0 * L * per * 4 / tm / 1e9);
+    }
+    q35_huge_free(K), q35_huge_free(V), free(q), free(o), free(parts), free(work);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int reps = 7, layers = 24, nfmt = 0, only = -1, head = 0;
+    int reps = 7, layers = 24, nfmt = 0, only = -1, head = 0, attn = 0;
     q35_dtype fmts[16];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-l") && i + 1 < argc) layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--head")) head = 1;
+        else if (!strcmp(argv[i], "--attn") && i + 1 < argc) attn = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-i") && i + 1 < argc) {
             ++i;
             for (int k = 0; k < Q35_ISA_COUNT; k++)
@@ -141,6 +180,7 @@ int main(int argc, char **argv) {
     q35_set_threads(2);
     const double bw1 = q35_read_bandwidth((size_t)1 << 30, 1, reps), bw2 = q35_read_bandwidth((size_t)1 << 30, 2, reps);
     printf("read bandwidth (1 GiB on huge pages, best of %d): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", 3 * reps, bw1, bw2);
+    if (attn > 0) return bench_attention(attn, reps);
     float *X = malloc(sizeof(float) * 64 * 3584), *Y = malloc(sizeof(float) * 64 * 6144);
     for (int i = 0; i < 64 * 3584; i++) X[i] = frand();
     const q35_isa best = q35_isa_best();
