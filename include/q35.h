@@ -52,7 +52,7 @@ typedef struct q35_model_info {
     size_t bytes_per_token;    /* weight bytes read to generate one token (layer matrices + LM head) */
     size_t state_bytes;        /* bytes of the fp32 recurrent state (conv + delta rule), read and written every token */
     size_t kv_bytes_per_pos;   /* bytes of the fp32 KV cache per position (every attention layer's K and V): a token
-                                  at position p reads (p + 1) x this */
+                                  at position p reads (p + 1) x this; half with Q35_KV_F16 */
     const char *weight_format; /* format of the layer matrices (of the first MLP; "bf16", "q4_0", ...) */
     const char *head_format;   /* format of the LM head */
     const char *arch;          /* architectures[0] of config.json */
@@ -80,6 +80,17 @@ typedef struct q35_session q35_session;
 
 /* n_ctx: tokens of KV cache (0: 4096, capped at the model's max_position_embeddings). */
 q35_status q35_session_new(q35_model *m, int n_ctx, q35_session **out);
+
+/* Element type of the attention layers' KV cache. F32 (the default) is the exact path. F16 holds
+ * IEEE halves (rounded to nearest even; llama.cpp's default): half the memory, and half the bytes a
+ * generated token reads at long contexts; the logits then differ from the reference's slightly. */
+typedef enum { Q35_KV_F32 = 0, Q35_KV_F16 = 1 } q35_kv_type;
+typedef struct q35_session_opts {
+    int n_ctx;           /* as q35_session_new's */
+    q35_kv_type kv_type; /* zero-initialised options: Q35_KV_F32 */
+} q35_session_opts;
+q35_status q35_session_new_ex(q35_model *m, const q35_session_opts *opts, q35_session **out);
+q35_kv_type q35_session_kv_type(const q35_session *s);
 void q35_session_free(q35_session *s);
 void q35_session_reset(q35_session *s);
 int q35_session_pos(const q35_session *s);  /* tokens evaluated so far */

@@ -120,37 +120,44 @@ static double run_set(layer_set *s, const float *X, float *Y, int n, int reps) {
 
 /* One generated token's attention over n_kv positions of the 0.8B cache (6 attention layers, 2 KV
  * heads of 256, GQA groups of 4; K and V in distinct memory on huge pages, as a session keeps
- * them), with each ISA's kernels on 1 thread: GB/s of cache bytes. */
+ * them), fp32 and fp16 caches, with each ISA's kernels on 1 thread: ms and GB/s of cache bytes. */
 static int bench_attention(int n_kv, int reps) {
     enum { L = 6, NKV = 2, HD = 256, GROUP = 4, NH = NKV * GROUP, QH = 2 * HD };
-    const size_t per = (size_t)n_kv * NKV * HD; /* floats of one layer's K (or V) */
+    const size_t per = (size_t)n_kv * NKV * HD; /* elements of one layer's K (or V) */
     float *K = q35_huge_alloc(sizeof(float) * L * per), *V = q35_huge_alloc(sizeof(float) * L * per);
+    uint16_t *K16 = q35_huge_alloc(sizeof(uint16_t) * L * per), *V16 = q35_huge_alloc(sizeof(uint16_t) * L * per);
     float *q = malloc(sizeof(float) * NH * QH), *o = malloc(sizeof(float) * NH * HD);
     float *parts = malloc(sizeof(float) * Q35_ATTN_SEG_MAX * q35_attn_part_floats(NH, HD)), *work = malloc(sizeof(float) * q35_attn_part_work(NKV, GROUP));
-    if (!K || !V || !q || !o || !parts || !work) return 1;
-    for (size_t i = 0; i < L * per; i++) K[i] = frand(), V[i] = frand();
+    if (!K || !V || !K16 || !V16 || !q || !o || !parts || !work) return 1;
+    for (size_t i = 0; i < L * per; i++) K[i] = frand(), V[i] = frand(), K16[i] = q35_f32_to_f16(K[i]), V16[i] = q35_f32_to_f16(V[i]);
     for (int i = 0; i < NH * QH; i++) q[i] = frand();
     const int nseg = q35_attn_segments(n_kv);
-    printf("attention of one token over %d positions (%d segments), %.0f MB of fp32 K and V, 1 thread\n", n_kv, nseg, 2.0 * L * per * 4 / 1e6);
+    printf("attention of one token over %d positions (%d segments), %.0f MB of fp32 K and V (%.0f MB fp16), 1 thread\n", n_kv, nseg,
+           2.0 * L * per * 4 / 1e6, 2.0 * L * per * 2 / 1e6);
     const char *isas[] = {"avx512", "avx2", "scalar"};
     for (int i = 0; i < 3; i++) {
         const q35_gdn_kernels *kn = q35_gdn_kernels_isa(isas[i]);
         if (!kn) continue;
-        double t[32];
-        for (int r = 0; r < reps; r++) {
-            const double t0 = now();
-            for (int l = 0; l < L; l++) {
-                for (int s = 0; s < nseg; s++)
-                    q35_attend_part(kn, q, QH, NKV, GROUP, K + l * per, V + l * per, NKV * HD, HD, q35_attn_seg_start(n_kv, nseg, s),
-                                    q35_attn_seg_start(n_kv, nseg, s + 1), 1.0f / 16, parts + s * q35_attn_part_floats(NH, HD), work);
-                q35_attend_merge(kn, parts, nseg, NH, HD, o, HD);
+        for (int f16 = 0; f16 < 2; f16++) {
+            const size_t es = f16 ? 2 : 4;
+            const char *k0 = f16 ? (const char *)K16 : (const char *)K, *v0 = f16 ? (const char *)V16 : (const char *)V;
+            double t[32];
+            for (int r = 0; r < reps; r++) {
+                const double t0 = now();
+                for (int l = 0; l < L; l++) {
+                    for (int s = 0; s < nseg; s++)
+                        q35_attend_part(kn, q, QH, NKV, GROUP, k0 + l * per * es, v0 + l * per * es, f16, NKV * HD, HD,
+                                        q35_attn_seg_start(n_kv, nseg, s), q35_attn_seg_start(n_kv, nseg, s + 1), 1.0f / 16,
+                                        parts + s * q35_attn_part_floats(NH, HD), work);
+                    q35_attend_merge(kn, parts, nseg, NH, HD, o, HD);
+                }
+                t[r] = now() - t0;
             }
-            t[r] = now() - t0;
+            const double tm = median(t, reps);
+            printf("%-7s %s %8.2f ms  %6.1f GB/s\n", kn->name, f16 ? "f16" : "f32", tm * 1e3, 2.0 * L * per * es / tm / 1e9);
         }
-        const double tm = median(t, reps);
-        printf("%-7s %8.2f ms  %6.1f GB/s\n", kn->name, tm * 1e3, 2.0 * L * per * 4 / tm / 1e9);
     }
-    q35_huge_free(K), q35_huge_free(V), free(q), free(o), free(parts), free(work);
+    q35_huge_free(K), q35_huge_free(V), q35_huge_free(K16), q35_huge_free(V16), free(q), free(o), free(parts), free(work);
     return 0;
 }
 

@@ -211,6 +211,42 @@ static void test_bench_json(void) {
     free(out);
 }
 
+/* --kv-cache f16: the talker's greedy answer is the fp32 one; bench counts half the cache bytes;
+ * any other value is refused with a one-line error. */
+static void test_kv_cache_option(void) {
+    char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s generate -m %s/models/talker -p 'Tell me a fortune.' --greedy -q --kv-cache f16", bin, test_data_dir());
+    int rc = run(cmd, out_p, err_p);
+    char *out = slurp(out_p);
+    CHECK(rc == 0 && strstr(out, "The only thing that is not worth doing is worth doing.") == out, "generate --kv-cache f16: %s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s generate -m %s/models/talker -p hi --kv-cache f8", bin, test_data_dir());
+    rc = run(cmd, out_p, err_p);
+    char *err = slurp(err_p);
+    CHECK(rc == 2 && strstr(err, "--kv-cache expects f32 or f16, got 'f8'"), "exit %d: %s", rc, err);
+    free(err);
+    snprintf(cmd, sizeof cmd, "%s bench -m %s/models/tiny-vl -p 8 -n 4 --reps 1 -t 1 --json --kv-cache f16", bin, test_data_dir());
+    rc = run(cmd, out_p, err_p);
+    out = slurp(out_p);
+    cJSON *j = cJSON_Parse(out);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/models/tiny-vl", test_data_dir());
+    q35_model *m = NULL;
+    q35_model_info info = {0};
+    if (q35_model_load(dir, &m) == Q35_OK) q35_model_get_info(m, &info);
+    q35_model_free(m);
+    CHECK(rc == 0 && j, "exit %d: %s", rc, out);
+    if (j) {
+        const cJSON *kc = cJSON_GetObjectItem(j, "kv_cache");
+        const double kv = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "kv_bytes_per_token"));
+        CHECK(cJSON_IsString(kc) && !strcmp(kc->valuestring, "f16"), "kv_cache field");
+        CHECK(info.kv_bytes_per_pos > 0 && kv == info.kv_bytes_per_pos / 2 * (8 + 2.5), "f16 kv bytes per token %g, fp32 per position %zu", kv,
+              info.kv_bytes_per_pos);
+        cJSON_Delete(j);
+    }
+    free(out);
+}
+
 static void test_help(void) {
     const char *cmds[] = {"", "generate", "chat", "tokenize", "detokenize", "render", "bench", "quantize"};
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
@@ -233,6 +269,7 @@ int main(void) {
     RUN(test_chat_piped);
     RUN(test_quantize);
     RUN(test_bench_json);
+    RUN(test_kv_cache_option);
     RUN(test_help);
     TEST_EXIT();
 }

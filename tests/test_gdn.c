@@ -10,6 +10,7 @@
 #include "kernels/attention.h"
 #include "kernels/gdn_chunk.h"
 #include "kernels/kernels.h"
+#include "kernels/quant.h"
 #include "layers/layers.h"
 #include "q35.h"
 #include "test.h"
@@ -447,8 +448,60 @@ static void test_layer_hv_gt_hk(void) {
     free(x);
 }
 
+/* x[n] as IEEE halves h (q35_f32_to_f16) and those halves back as floats r. */
+static void to_halves(const float *x, uint16_t *h, float *r, size_t n) {
+    for (size_t i = 0; i < n; i++) h[i] = q35_f32_to_f16(x[i]), r[i] = q35_f16_to_f32(h[i]);
+}
+
+/* to_f16 / from_f16 of every ISA against the scalar conversions: every half back to float, and
+ * floats at the edges (zeros, half subnormals, ties, the overflow bound 65520, inf, NaN) and at
+ * random, in lengths with vector tails. */
+static void test_f16_convert(void) {
+    enum { N = 65536 };
+    uint16_t *h = malloc(sizeof(uint16_t) * N), *h2 = malloc(sizeof(uint16_t) * N);
+    float *f = malloc(sizeof(float) * N), *f2 = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) h[i] = (uint16_t)i;
+    for (int s = 0; s < n_isas; s++) {
+        for (int n = 1; n <= 19; n++) { /* tails */
+            isas[s]->from_f16(h + 1000, f2, n);
+            int ok = 1;
+            for (int i = 0; i < n; i++) ok &= f2[i] == q35_f16_to_f32(h[1000 + i]);
+            CHECK(ok, "%s from_f16 of %d halves", isas[s]->name, n);
+        }
+        isas[s]->from_f16(h, f2, N);
+        int bad = -1;
+        for (int i = 0; i < N && bad < 0; i++) {
+            const float r = q35_f16_to_f32(h[i]); /* NaNs: the hardware sets the quiet bit of signalling ones */
+            if (memcmp(&r, f2 + i, 4) && !(isnan(r) && isnan(f2[i]))) bad = i;
+        }
+        CHECK(bad < 0, "%s from_f16 of %04x", isas[s]->name, bad < 0 ? 0 : bad);
+    }
+    const float edges[] = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f, 65519.996f, 65520.0f, -65520.0f, 1e9f, INFINITY, -INFINITY, NAN,
+                           -NAN, 5.9604645e-8f, 2.9802322e-8f, 2.9802326e-8f, 8.940697e-8f, 6.1035156e-5f, 6.0975552e-5f, 1e-10f,
+                           1.00048828125f, 1.00146484375f, 3.14159265f, -2.71828f};
+    const int ne = (int)(sizeof edges / sizeof edges[0]);
+    for (int i = 0; i < N; i++) f[i] = i < ne ? edges[i] : ldexpf(frand(), (i % 40) - 26);
+    for (int s = 0; s < n_isas; s++) {
+        isas[s]->to_f16(f, h2, N);
+        int bad = -1;
+        for (int i = 0; i < N && bad < 0; i++)
+            if (h2[i] != q35_f32_to_f16(f[i])) bad = i;
+        CHECK(bad < 0, "%s to_f16(%.9g) = %04x, expected %04x", isas[s]->name, bad < 0 ? 0.0 : f[bad], bad < 0 ? 0 : h2[bad],
+              bad < 0 ? 0 : q35_f32_to_f16(f[bad]));
+        for (int n = 1; n <= 19; n++) {
+            for (int i = 0; i < 20; i++) h2[i] = 0xabcd;
+            isas[s]->to_f16(f + 7, h2, n);
+            int ok = h2[n] == 0xabcd;
+            for (int i = 0; i < n; i++) ok &= h2[i] == q35_f32_to_f16(f[7 + i]);
+            CHECK(ok, "%s to_f16 of %d floats (or it wrote past them)", isas[s]->name, n);
+        }
+    }
+    free(h), free(h2), free(f), free(f2);
+}
+
 /* Tiled attention of a block of queries (G heads sharing the keys) equals the reference
- * q35_attend query by query. */
+ * q35_attend query by query; over an fp16 cache it gives the bits of the fp32 path over the
+ * rounded values. */
 static void test_attention(void) {
     const int hds[] = {256, 24}, nqs[] = {1, 5, 64}, pos0s[] = {0, 3, 200}, Gs[] = {1, 3, 8};
     for (int s = 0; s < n_isas; s++)
@@ -463,13 +516,20 @@ static void test_attention(void) {
                         float *work = malloc(sizeof(float) * (q35_attn_block_work(G, nq, hd) + (size_t)nk));
                         fill(K, (size_t)nk * ldkv, 2), fill(V, (size_t)nk * ldkv, 1), fill(q, (size_t)nq * ldq, 2);
                         const float sc = 1.0f / sqrtf((float)hd);
-                        q35_attend_block(isas[s], q, ldq, qh, G, nq, pos0, K, V, ldkv, hd, sc, o, ldo, oh, work);
+                        q35_attend_block(isas[s], q, ldq, qh, G, nq, pos0, K, V, 0, ldkv, hd, sc, o, ldo, oh, work);
                         for (int r = 0; r < nq; r++)
                             for (int g = 0; g < G; g++)
                                 q35_attend(q + (size_t)g * qh + (size_t)r * ldq, K, V, pos0 + r + 1, hd, ldkv, sc, work, o2 + (size_t)r * ldo + g * oh);
                         const double e = rel_err(o, o2, (size_t)nq * ldo, 1e-3);
                         CHECK(e < 1e-5, "%s attention hd=%d nq=%d pos0=%d G=%d: block vs ref %g", isas[s]->name, hd, nq, pos0, G, e);
-                        free(K), free(V), free(q), free(o), free(o2), free(work);
+                        /* fp16 cache: the fp32 path over the rounded rows, bit for bit */
+                        uint16_t *K16 = malloc(sizeof(uint16_t) * nk * ldkv), *V16 = malloc(sizeof(uint16_t) * nk * ldkv);
+                        to_halves(K, K16, K, (size_t)nk * ldkv), to_halves(V, V16, V, (size_t)nk * ldkv);
+                        q35_attend_block(isas[s], q, ldq, qh, G, nq, pos0, K, V, 0, ldkv, hd, sc, o, ldo, oh, work);
+                        q35_attend_block(isas[s], q, ldq, qh, G, nq, pos0, K16, V16, 1, ldkv, hd, sc, o2, ldo, oh, work);
+                        CHECK(memcmp(o, o2, sizeof(float) * nq * ldo) == 0, "%s attention hd=%d nq=%d pos0=%d G=%d: fp16 cache != fp32 of its values",
+                              isas[s]->name, hd, nq, pos0, G);
+                        free(K), free(V), free(q), free(o), free(o2), free(work), free(K16), free(V16);
                     }
 }
 
@@ -524,7 +584,21 @@ static void test_attention_rows(void) {
                             for (int c = G * d; c < okv; c++) pad &= O[kh * okv + c] == O0[kh * okv + c];
                         }
                         CHECK(pad, "%s axpy_rows nkv=%d G=%d wrote between heads", isas[s]->name, nkv, G);
-                        free(q), free(K), free(S), free(O), free(O0);
+                        /* fp16 rows: the bits of the fp32 kernels over the rounded values */
+                        uint16_t *K16 = malloc(sizeof(uint16_t) * n * ld);
+                        float *S2 = malloc(sizeof(float) * nkv * skv), *O2 = malloc(sizeof(float) * nkv * okv);
+                        to_halves(K, K16, K, (size_t)n * ld);
+                        memcpy(S2, S, sizeof(float) * nkv * skv);
+                        isas[s]->dot_rows(nkv, G, n, d, q, qh, qkv, K, ld, S, lds, skv);
+                        isas[s]->dot_rows_h(nkv, G, n, d, q, qh, qkv, K16, ld, S2, lds, skv);
+                        CHECK(memcmp(S, S2, sizeof(float) * nkv * skv) == 0, "%s dot_rows_h nkv=%d G=%d n=%d d=%d != dot_rows of its values",
+                              isas[s]->name, nkv, G, n, d);
+                        memcpy(O, O0, sizeof(float) * nkv * okv), memcpy(O2, O0, sizeof(float) * nkv * okv);
+                        isas[s]->axpy_rows(nkv, G, n, d, S, lds, skv, K, ld, O, okv);
+                        isas[s]->axpy_rows_h(nkv, G, n, d, S, lds, skv, K16, ld, O2, okv);
+                        CHECK(memcmp(O, O2, sizeof(float) * nkv * okv) == 0, "%s axpy_rows_h nkv=%d G=%d n=%d d=%d != axpy_rows of its values",
+                              isas[s]->name, nkv, G, n, d);
+                        free(q), free(K), free(S), free(O), free(O0), free(K16), free(S2), free(O2);
                     }
         CHECK(worst < 1e-6, "%s dot_rows / axpy_rows: worst relative error %g", isas[s]->name, worst);
         printf("# %s dot_rows / axpy_rows: worst error %.2g (relative to sum |a b|)\n", isas[s]->name, worst);
@@ -555,10 +629,10 @@ static void test_attention_decode(void) {
                     for (int g = 0; g < nseg; g++)
                         CHECK(q35_attn_seg_start(n_kv, nseg, g) < q35_attn_seg_start(n_kv, nseg, g + 1), "segment %d of %d keys is empty", g, n_kv);
                     for (int g = 0; g < nseg; g++)
-                        q35_attend_part(isas[s], q, qh, nkvh, group, K, V, ldkv, hd, q35_attn_seg_start(n_kv, nseg, g),
+                        q35_attend_part(isas[s], q, qh, nkvh, group, K, V, 0, ldkv, hd, q35_attn_seg_start(n_kv, nseg, g),
                                         q35_attn_seg_start(n_kv, nseg, g + 1), sc, parts + (size_t)g * pf, work);
                     for (int g = nseg - 1; g >= 0; g--)
-                        q35_attend_part(isas[s], q, qh, nkvh, group, K, V, ldkv, hd, q35_attn_seg_start(n_kv, nseg, g),
+                        q35_attend_part(isas[s], q, qh, nkvh, group, K, V, 0, ldkv, hd, q35_attn_seg_start(n_kv, nseg, g),
                                         q35_attn_seg_start(n_kv, nseg, g + 1), sc, parts2 + (size_t)g * pf, work);
                     CHECK(memcmp(parts, parts2, sizeof(float) * nseg * pf) == 0, "%s: partials depend on their order", isas[s]->name);
                     q35_attend_merge(isas[s], parts, nseg, nh, hd, o, hd);
@@ -566,7 +640,17 @@ static void test_attention_decode(void) {
                         q35_attend(q + (size_t)h * qh, K + (size_t)(h / group) * hd, V + (size_t)(h / group) * hd, n_kv, hd, ldkv, sc, work, o2 + (size_t)h * hd);
                     const double e = rel_err(o, o2, (size_t)nh * hd, 1e-3);
                     CHECK(e < 1e-5, "%s decode attention hd=%d group=%d n_kv=%d (%d segments): vs ref %g", isas[s]->name, hd, group, n_kv, nseg, e);
-                    free(K), free(V), free(q), free(parts), free(parts2), free(work), free(o), free(o2);
+                    /* fp16 cache: the partials of the fp32 path over the rounded rows, bit for bit */
+                    uint16_t *K16 = malloc(sizeof(uint16_t) * n_kv * ldkv), *V16 = malloc(sizeof(uint16_t) * n_kv * ldkv);
+                    to_halves(K, K16, K, (size_t)n_kv * ldkv), to_halves(V, V16, V, (size_t)n_kv * ldkv);
+                    for (int g = 0; g < nseg; g++) {
+                        const int k0 = q35_attn_seg_start(n_kv, nseg, g), k1 = q35_attn_seg_start(n_kv, nseg, g + 1);
+                        q35_attend_part(isas[s], q, qh, nkvh, group, K, V, 0, ldkv, hd, k0, k1, sc, parts + (size_t)g * pf, work);
+                        q35_attend_part(isas[s], q, qh, nkvh, group, K16, V16, 1, ldkv, hd, k0, k1, sc, parts2 + (size_t)g * pf, work);
+                    }
+                    CHECK(memcmp(parts, parts2, sizeof(float) * nseg * pf) == 0, "%s decode hd=%d group=%d n_kv=%d: fp16 partials != fp32 of its values",
+                          isas[s]->name, hd, group, n_kv);
+                    free(K), free(V), free(q), free(parts), free(parts2), free(work), free(o), free(o2), free(K16), free(V16);
                 }
 }
 
@@ -581,6 +665,7 @@ int main(void) {
     RUN(test_recur);
     RUN(test_chunk_vs_recurrence);
     RUN(test_layer_hv_gt_hk);
+    RUN(test_f16_convert);
     RUN(test_attention);
     RUN(test_attention_rows);
     RUN(test_attention_decode);

@@ -24,12 +24,14 @@ static int n_vocab(const q35_model *m) {
     return info.n_vocab;
 }
 
+static q35_kv_type kv_type = Q35_KV_F32; /* of the sessions new_session makes */
+
 static q35_session *new_session(q35_model *m, int chunk, int n_ctx) {
     char v[16];
     snprintf(v, sizeof v, "%d", chunk);
     setenv("Q35_PROMPT_CHUNK", v, 1);
     q35_session *s = NULL;
-    if (q35_session_new(m, n_ctx, &s)) fprintf(stderr, "  session: %s\n", q35_last_error());
+    if (q35_session_new_ex(m, &(q35_session_opts){n_ctx, kv_type}, &s)) fprintf(stderr, "  session: %s\n", q35_last_error());
     unsetenv("Q35_PROMPT_CHUNK");
     return s;
 }
@@ -439,6 +441,69 @@ static void test_session_file(void) {
     q35_model_free(other);
 }
 
+/* An f16 KV cache: reuse is as exact as with fp32 (a conversation, logits bitwise equal with reuse
+ * on and off); a session file holds halves (smaller) and round-trips bitwise; a file or a
+ * checkpoint of the other cache type is refused or not used, and the session stays as it was. */
+static void test_f16_kv(void) {
+    q35_model *m = load("tiny-vl");
+    CHECK(m != NULL, "%s", q35_last_error());
+    if (!m) return;
+    kv_type = Q35_KV_F16;
+    conversation(m, 8, 8, 21, 0.0f, "f16 KV cache, greedy, chunk 8");
+    const int V = n_vocab(m);
+    int32_t t[40];
+    for (int i = 0; i < 40; i++) t[i] = rand_tok(V);
+    float *a = malloc(sizeof(float) * (size_t)V), *b = malloc(sizeof(float) * (size_t)V);
+    char p16[4096], p32[4096];
+    path_in_work(p16, sizeof p16, "kv16.q35s");
+    path_in_work(p32, sizeof p32, "kv32.q35s");
+    q35_session *h = new_session(m, 8, 256), *h2 = new_session(m, 8, 256);
+    kv_type = Q35_KV_F32;
+    q35_session *f = new_session(m, 8, 256);
+    CHECK(h && h2 && f && q35_session_kv_type(h) == Q35_KV_F16 && q35_session_kv_type(f) == Q35_KV_F32, "sessions");
+    if (!h || !h2 || !f) goto done;
+    CHECK(q35_session_eval(h, t, 30, NULL, NULL) == Q35_OK && q35_session_eval(f, t, 30, NULL, NULL) == Q35_OK, "%s", q35_last_error());
+    CHECK(q35_session_save(h, p16) == Q35_OK && q35_session_save(f, p32) == Q35_OK, "%s", q35_last_error());
+    CHECK(file_size(p16) < file_size(p32), "f16 session file %ld bytes, f32 %ld", file_size(p16), file_size(p32));
+    /* round trip */
+    CHECK(q35_session_load(h2, p16) == Q35_OK && q35_session_pos(h2) == 30, "%s", q35_last_error());
+    for (int i = 30; i < 34; i++) {
+        CHECK(q35_session_eval(h, t + i, 1, a, NULL) == Q35_OK && q35_session_eval(h2, t + i, 1, b, NULL) == Q35_OK, "%s", q35_last_error());
+        CHECK(!memcmp(a, b, sizeof(float) * (size_t)V), "f16 session, step %d after load: logits differ", i);
+    }
+    /* the other type: refused, nothing moves */
+    CHECK(q35_session_load(f, p16) == Q35_ERR_ARG && strstr(q35_last_error(), "fp16 KV cache") && strstr(q35_last_error(), "--kv-cache f16"),
+          "%s", q35_last_error());
+    CHECK(q35_session_load(h2, p32) == Q35_ERR_ARG && strstr(q35_last_error(), "fp32 KV cache"), "%s", q35_last_error());
+    CHECK(q35_session_pos(f) == 30 && q35_session_pos(h2) == 34, "a refused load moved a session");
+    /* an unknown type in the header */
+    char bad[4096];
+    path_in_work(bad, sizeof bad, "kvbad.q35s");
+    copy(p16, bad, file_size(p16));
+    patch_byte(bad, 68, 0x02);
+    CHECK(q35_session_load(h2, bad) == Q35_ERR_FORMAT && strstr(q35_last_error(), "KV cache type 3"), "%s", q35_last_error());
+    /* checkpoints of the other type are not used */
+    q35_prefix_cache *c = NULL;
+    CHECK(q35_prefix_cache_new(m, (size_t)16 << 20, &c) == Q35_OK, "%s", q35_last_error());
+    CHECK(q35_prefix_cache_save(c, f) == Q35_OK, "%s", q35_last_error());
+    q35_session_reset(h2);
+    int r = -1;
+    CHECK(c && q35_prefix_cache_restore(c, h2, t, 40, &r) == Q35_OK && r == 0, "an f16 session resumed from an fp32 checkpoint at %d", r);
+    CHECK(q35_prefix_cache_save(c, h) == Q35_OK && q35_prefix_cache_restore(c, h2, t, 40, &r) == Q35_OK && r == 24,
+          "an f16 session did not resume from an f16 checkpoint (%d)", r);
+    q35_prefix_cache_free(c);
+    unlink(bad);
+done:
+    unlink(p16);
+    unlink(p32);
+    q35_session_free(h);
+    q35_session_free(h2);
+    q35_session_free(f);
+    free(a);
+    free(b);
+    q35_model_free(m);
+}
+
 /* Two threads, each with its own session, share one small cache (evictions included): every
  * resumed evaluation equals the fresh one computed beforehand. */
 typedef struct share_job {
@@ -513,6 +578,7 @@ int main(void) {
     RUN(test_truncate);
     RUN(test_keys);
     RUN(test_session_file);
+    RUN(test_f16_kv);
     RUN(test_threads_share_cache);
     TEST_EXIT();
 }

@@ -234,7 +234,7 @@ static char *wait_all(srv_job *j, srv_job_view *v) {
 
 static void test_engine(void) {
     srv_engine *e;
-    srv_engine_opts o = {256, 2, 8, 0, NULL, 0};
+    srv_engine_opts o = {256, 2, 8, 0, NULL, 0, Q35_KV_F32};
     CHECK(srv_engine_new(model, tok, NULL, 0, &o, &e) == Q35_OK, "%s", q35_last_error());
     if (!e) return;
     const char *prompts[3] = {"The meaning of", "Once upon a time", "Computers are"};
@@ -295,7 +295,7 @@ static void test_engine_reuse(void) {
     q35_prefix_cache *cache = NULL;
     CHECK(q35_prefix_cache_new(model, 64 << 20, &cache) == Q35_OK, "%s", q35_last_error());
     srv_engine *e = NULL;
-    srv_engine_opts o = {512, 2, 8, 1, cache, 128}; /* prompts in pieces of one chunk */
+    srv_engine_opts o = {512, 2, 8, 1, cache, 128, Q35_KV_F32}; /* prompts in pieces of one chunk */
     CHECK(srv_engine_new(model, tok, NULL, 0, &o, &e) == Q35_OK, "%s", q35_last_error());
     if (!e || !cache) {
         srv_engine_free(e);

@@ -227,6 +227,7 @@ static void help(FILE *f) {
             "                        $Q35_CACHE or $TMPDIR, default /tmp)\n"
             "  --weights W           native (as stored), bf16, q8 or q4 (converted at load)\n"
             "  --load | --mmap       read the weights into memory (default) or map the files\n"
+            "  --kv-cache T          the KV cache in f32 (default) or f16\n"
             "  -t, --threads N       threads (default: all cores)\n"
             "  -p N                  prompt tokens (default 512; 0 skips)\n"
             "  -n N                  generated tokens (default 128; 0 skips)\n"
@@ -245,6 +246,7 @@ int cmd_bench(int argc, char **argv) {
     long threads = 0, n_prompt = 512, n_gen = 128, reps = 3;
     int json = 0, load = 1, exhaustive = 0, image_encode = 0, n_set = 0;
     long turns = 0, history = 2000, user = 40, cache_mib = 512;
+    q35_kv_type kv_type = Q35_KV_F32;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -256,6 +258,9 @@ int cmd_bench(int argc, char **argv) {
             synthetic = v, i++;
         } else if (!strcmp(a, "--weights") && v) {
             weights = v, i++;
+        } else if (!strcmp(a, "--kv-cache")) {
+            if (cli_parse_kv_type(v, &kv_type)) return 2;
+            i++;
         } else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && v) {
             if (cli_parse_long(v, a, 0, 1024, &threads)) return 2;
             i++;
@@ -331,7 +336,7 @@ int cmd_bench(int argc, char **argv) {
         return rc;
     }
     q35_session *s = NULL;
-    if ((st = q35_session_new(m, (int)(n_prompt + n_gen + 1), &s))) {
+    if ((st = q35_session_new_ex(m, &(q35_session_opts){(int)(n_prompt + n_gen + 1), kv_type}, &s))) {
         q35_model_free(m);
         return cli_fail("", st);
     }
@@ -379,7 +384,7 @@ int cmd_bench(int argc, char **argv) {
         const double rss_mb = peak_rss_mb(), per_tok_mb = info.bytes_per_token / 1e6, state_mb = info.state_bytes / 1e6;
         /* the KV cache a generated token reads, on average: the token at position p reads p + 1
          * rows, and the generated tokens sit at positions n_prompt .. n_prompt + n_gen - 1 */
-        const double kv_mb = info.kv_bytes_per_pos * (n_prompt + (n_gen + 1) / 2.0) / 1e6;
+        const double kv_mb = info.kv_bytes_per_pos * (kv_type == Q35_KV_F16 ? 0.5 : 1.0) * (n_prompt + (n_gen + 1) / 2.0) / 1e6;
         const double limit = bw > 0 ? bw * 1e3 / per_tok_mb : 0;
         /* every token also reads and writes the fp32 recurrent state and reads the KV cache: the limit with those bytes too */
         const double limit_all = bw > 0 ? bw * 1e3 / (per_tok_mb + 2 * state_mb + kv_mb) : 0;
@@ -387,11 +392,12 @@ int cmd_bench(int argc, char **argv) {
             printf("{\"model\": \"%s\", \"weights\": \"%s\", \"head\": \"%s\", \"load\": \"%s\", \"threads\": %d, \"prompt_tokens\": %ld,"
                    " \"gen_tokens\": %ld, \"reps\": %ld, \"prompt_tps\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f},"
                    " \"gen_tps\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, \"weight_bytes\": %zu, \"bytes_per_token\": %zu,"
-                   " \"state_bytes\": %zu, \"kv_bytes_per_token\": %.0f, \"peak_rss_mb\": %.1f, \"read_bandwidth_gbs\": %.2f, \"gen_limit_tps\": %.2f,"
+                   " \"state_bytes\": %zu, \"kv_cache\": \"%s\", \"kv_bytes_per_token\": %.0f, \"peak_rss_mb\": %.1f, \"read_bandwidth_gbs\": %.2f, \"gen_limit_tps\": %.2f,"
                    " \"gen_fraction_of_limit\": %.3f, \"gen_limit_with_state_tps\": %.2f, \"gen_fraction_of_limit_with_state\": %.3f,"
                    " \"load_s\": %.2f}\n",
                    synthetic ? synthetic : dir, info.weight_format, info.head_format, load ? "memory" : "mmap", q35_get_threads(), n_prompt,
-                   n_gen, reps, p.median, p.lo, p.hi, g.median, g.lo, g.hi, info.weight_bytes, info.bytes_per_token, info.state_bytes, kv_mb * 1e6, rss_mb, bw,
+                   n_gen, reps, p.median, p.lo, p.hi, g.median, g.lo, g.hi, info.weight_bytes, info.bytes_per_token, info.state_bytes,
+                   kv_type == Q35_KV_F16 ? "f16" : "f32", kv_mb * 1e6, rss_mb, bw,
                    limit, limit > 0 ? g.median / limit : 0, limit_all, limit_all > 0 ? g.median / limit_all : 0, load_s);
         } else {
             printf("model          %s (%d layers, hidden %d, vocab %d)\n", synthetic ? synthetic : dir, info.n_layers, info.hidden,
@@ -408,9 +414,9 @@ int cmd_bench(int argc, char **argv) {
             if (n_gen > 0) printf("generate %-4ld  %8.2f tok/s  (median of %ld; %.2f .. %.2f)\n", n_gen, g.median, reps, g.lo, g.hi);
             printf("bandwidth      %.1f GB/s read (%d threads) -> generation limit %.1f tok/s; reached %.0f%%\n", bw, q35_get_threads(),
                    limit, limit > 0 ? 100 * g.median / limit : 0);
-            printf("with state     + %.0f MB recurrent state read and written + %.0f MB KV cache read per token -> limit %.1f tok/s; "
+            printf("with state     + %.0f MB recurrent state read and written + %.0f MB %s KV cache read per token -> limit %.1f tok/s; "
                    "reached %.0f%%\n",
-                   state_mb, kv_mb, limit_all, limit_all > 0 ? 100 * g.median / limit_all : 0);
+                   state_mb, kv_mb, kv_type == Q35_KV_F16 ? "f16" : "f32", limit_all, limit_all > 0 ? 100 * g.median / limit_all : 0);
             printf("peak RSS       %.0f MB (weights %.0f MB); load %.2f s\n", rss_mb, info.weight_bytes / 1e6, load_s);
         }
     }

@@ -124,7 +124,7 @@ int cmd_chat(int argc, char **argv) {
     q35_model_info info;
     q35_model_get_info(model, &info);
     if (g.n_ctx > info.max_ctx) g.n_ctx = info.max_ctx;
-    if ((st = q35_session_new(model, g.n_ctx, &s))) { rc = cli_fail("", st); goto done; }
+    if ((st = q35_session_new_ex(model, &(q35_session_opts){g.n_ctx, g.kv_type}, &s))) { rc = cli_fail("", st); goto done; }
     cache = cli_prefix_cache(&g, model);
     if (g.session) {
         cJSON *conv = NULL;

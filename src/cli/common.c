@@ -23,6 +23,16 @@ int cli_parse_long(const char *s, const char *opt, long lo, long hi, long *out) 
     return 0;
 }
 
+int cli_parse_kv_type(const char *s, q35_kv_type *out) {
+    if (s && !strcmp(s, "f32")) *out = Q35_KV_F32;
+    else if (s && !strcmp(s, "f16")) *out = Q35_KV_F16;
+    else {
+        cli_error("--kv-cache expects f32 or f16, got '%s'", s ? s : "");
+        return -1;
+    }
+    return 0;
+}
+
 int cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out) {
     char *end;
     errno = 0;
@@ -176,6 +186,8 @@ void cli_gen_help(FILE *f) {
             "  --greedy              argmax decoding with no penalties (what transformers' greedy search does)\n"
             "  --seed S              random seed (default: time); the same seed repeats a run\n"
             "  --ctx N               context size in tokens (default 4096, at most the model's maximum)\n"
+            "  --kv-cache T          f32 (default: the exact path) or f16: the attention KV cache in halves,\n"
+            "                        half the memory and faster generation at long contexts\n"
             "  -t, --threads N       threads (default: all cores)\n"
             "  --weights W           native (as stored), bf16, q8 or q4: convert the matrices at load\n"
             "  --mmap                map the weight files (default: read them into memory)\n"
@@ -220,6 +232,8 @@ int cli_gen_option(cli_gen *g, int argc, char **argv, int *i) {
     } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
         if (cli_parse_long(TAKE(), a, 1, 1 << 30, &l)) return -1;
         g->n_ctx = (int)l;
+    } else if (!strcmp(a, "--kv-cache")) {
+        if (cli_parse_kv_type(TAKE(), &g->kv_type)) return -1;
     } else if (!strcmp(a, "--weights")) {
         if (!val) { cli_error("--weights needs native, bf16, q8 or q4"); return -1; }
         g->load.weights = TAKE();

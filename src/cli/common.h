@@ -6,6 +6,8 @@
 #include "q35.h"
 
 int cli_parse_long(const char *s, const char *opt, long lo, long hi, long *out);
+/* --kv-cache's value: "f32" or "f16". Returns 0, or -1 after an error line. */
+int cli_parse_kv_type(const char *s, q35_kv_type *out);
 int cli_parse_float(const char *s, const char *opt, float lo, float hi, float *out);
 /* Parse "1,2,3" (or spaces) into a malloc'd id array. */
 int cli_parse_ids(const char *s, int32_t **ids, size_t *n);
@@ -31,6 +33,7 @@ typedef struct cli_gen {
     q35_sampler_params sp;
     int n_predict;        /* max new tokens */
     int n_ctx;
+    q35_kv_type kv_type;  /* --kv-cache f32|f16 */
     int think;            /* -1 template default, 0 off, 1 on */
     int print_ids;
     FILE *dump_logits;

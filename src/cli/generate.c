@@ -138,7 +138,7 @@ int cmd_generate(int argc, char **argv) {
     }
     for (int i = 0; i < n_image_paths; i++)
         if (cli_images_add(&images, model, dir, &g, image_paths[i])) goto done;
-    if ((st = q35_session_new(model, g.n_ctx, &s))) { rc = cli_fail("", st); goto done; }
+    if ((st = q35_session_new_ex(model, &(q35_session_opts){g.n_ctx, g.kv_type}, &s))) { rc = cli_fail("", st); goto done; }
     /* --session: the conversation so far (messages, or every token in raw mode). */
     if (g.session && cli_session_load(s, g.session, &conv)) goto done;
     const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(conv, "format");

@@ -22,6 +22,7 @@ static void help(FILE *f) {
             "  --port N              port (default 8080; 0: any free port, printed at start)\n"
             "  --api-key KEY         require 'Authorization: Bearer KEY' on /v1/ routes\n"
             "  --ctx N               context per request in tokens (default 4096, at most the model's maximum)\n"
+            "  --kv-cache T          f32 (default: the exact path) or f16 (half the KV cache memory)\n"
             "  --parallel N          requests decoding at once, interleaved token by token (default 4)\n"
             "  --max-body BYTES      largest request body accepted (default 16777216)\n"
             "  -t, --threads N       threads (default: all cores)\n"
@@ -64,7 +65,8 @@ int cmd_serve(int argc, char **argv) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             help(stdout);
             return 0;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads") || !strcmp(a, "--ctx") || !strcmp(a, "-c") || !strcmp(a, "--weights") ||
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads") || !strcmp(a, "--ctx") || !strcmp(a, "-c") || !strcmp(a, "--kv-cache") ||
+                   !strcmp(a, "--weights") ||
                    !strcmp(a, "--mmap") || !strcmp(a, "--cache-mib") || !strcmp(a, "--no-reuse") || !strcmp(a, "--image-size") ||
                    !strcmp(a, "--max-image-tokens")) {
             if (cli_gen_option(&g, argc, argv, &i) < 0) return 2;
@@ -133,7 +135,7 @@ int cmd_serve(int argc, char **argv) {
     cli_stops stops;
     cli_stops_init(&stops, dir, tok);
     cache = cli_prefix_cache(&g, model);
-    srv_engine_opts eo = {g.n_ctx, (int)parallel, 64, g.reuse, cache, 512};
+    srv_engine_opts eo = {g.n_ctx, (int)parallel, 64, g.reuse, cache, 512, g.kv_type};
     if ((st = srv_engine_new(model, tok, stops.ids, stops.n, &eo, &engine))) { rc = cli_fail("", st); goto done; }
     char model_id[256];
     model_id_of(model_path, model_id, sizeof model_id);

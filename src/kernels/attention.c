@@ -5,12 +5,18 @@
 #include <string.h>
 
 size_t q35_attn_block_work(int G, int nq, int hd) {
-    return (size_t)hd * Q35_ATTN_BK + (size_t)G * ((size_t)nq * Q35_ATTN_BK + (size_t)nq * hd + 2 * (size_t)nq);
+    return 2 * (size_t)hd * Q35_ATTN_BK + (size_t)G * ((size_t)nq * Q35_ATTN_BK + (size_t)nq * hd + 2 * (size_t)nq);
 }
 
-void q35_attend_block(const q35_gdn_kernels *kn, const float *q, int ldq, int qh, int G, int nq, int qpos0, const float *K, const float *V,
-                      int ldkv, int hd, float scale, float *o, int ldo, int oh, float *work) {
-    float *Kt = work;                                   /* [hd][nk] keys of the tile, transposed */
+/* rows [j0, j0 + nk) of an fp16 cache (ld halves apart) as fp32 rows of hd into F */
+static void tile_f32(const q35_gdn_kernels *kn, const void *X, int ld, int j0, int nk, int hd, float *F) {
+    for (int j = 0; j < nk; j++) kn->from_f16((const uint16_t *)X + (size_t)(j0 + j) * ld, F + (size_t)j * hd, hd);
+}
+
+void q35_attend_block(const q35_gdn_kernels *kn, const float *q, int ldq, int qh, int G, int nq, int qpos0, const void *K, const void *V,
+                      int f16, int ldkv, int hd, float scale, float *o, int ldo, int oh, float *work) {
+    float *F = work;                                    /* [nk][hd] fp16 cache rows of the tile as fp32 (f16) */
+    float *Kt = work + (size_t)hd * Q35_ATTN_BK;        /* [hd][nk] keys of the tile, transposed */
     const size_t per = (size_t)nq * Q35_ATTN_BK + (size_t)nq * hd + 2 * (size_t)nq;
     /* per head g at Kt + hd*BK + g*per:  S [nq][nk] scores, then probabilities;  O [nq][hd]
      * unnormalised output;  mx [nq] running max;  sum [nq] running sum of exp */
@@ -28,7 +34,16 @@ void q35_attend_block(const q35_gdn_kernels *kn, const float *q, int ldq, int qh
         /* rows whose first visible key is past this tile see nothing here (nor in later tiles) */
         const int r0 = j0 - qpos0 > 0 ? j0 - qpos0 : 0;
         if (r0 >= nq) break;
-        kn->transpose(K + (size_t)j0 * ldkv, ldkv, Kt, nk, nk, hd);
+        const float *Vt = (const float *)V + (size_t)j0 * ldkv; /* the tile's values, ldv apart */
+        int ldv = ldkv;
+        if (f16) {
+            tile_f32(kn, K, ldkv, j0, nk, hd, F);
+            kn->transpose(F, hd, Kt, nk, nk, hd);
+            tile_f32(kn, V, ldkv, j0, nk, hd, F);
+            Vt = F, ldv = hd;
+        } else {
+            kn->transpose((const float *)K + (size_t)j0 * ldkv, ldkv, Kt, nk, nk, hd);
+        }
         for (int g = 0; g < G; g++) {
             float *S = HEAD_S(g), *O = HEAD_O(g);
             kn->gemm(nq - r0, nk, hd, q + (size_t)g * qh + (size_t)r0 * ldq, ldq, Kt, nk, S + (size_t)r0 * nk, nk, 0.0f, Q35_TRI_NONE);
@@ -37,7 +52,7 @@ void q35_attend_block(const q35_gdn_kernels *kn, const float *q, int ldq, int qh
                 const float corr = kn->softmax_row(S + (size_t)r * nk, vis, nk, scale, &HEAD_MX(g)[r], &HEAD_SUM(g)[r]);
                 if (corr != 1.0f) kn->scale(O + (size_t)r * hd, corr, hd);
             }
-            kn->gemm(nq - r0, hd, nk, S + (size_t)r0 * nk, nk, V + (size_t)j0 * ldkv, ldkv, O + (size_t)r0 * hd, hd, 1.0f, Q35_TRI_NONE);
+            kn->gemm(nq - r0, hd, nk, S + (size_t)r0 * nk, nk, Vt, ldv, O + (size_t)r0 * hd, hd, 1.0f, Q35_TRI_NONE);
         }
     }
     for (int g = 0; g < G; g++)
@@ -63,7 +78,7 @@ size_t q35_attn_part_floats(int n_heads, int hd) { return (size_t)n_heads * ((si
 
 size_t q35_attn_part_work(int n_kv_heads, int group) { return (size_t)n_kv_heads * (group < 8 ? group : 8) * Q35_ATTN_DECODE_BK; }
 
-void q35_attend_part(const q35_gdn_kernels *kn, const float *q, int qh, int n_kv_heads, int group, const float *K, const float *V,
+void q35_attend_part(const q35_gdn_kernels *kn, const float *q, int qh, int n_kv_heads, int group, const void *K, const void *V, int f16,
                      int ldkv, int hd, int k0, int k1, float scale, float *part, float *work) {
     enum { BK = Q35_ATTN_DECODE_BK };
     const int nh = n_kv_heads * group;
@@ -73,18 +88,21 @@ void q35_attend_part(const q35_gdn_kernels *kn, const float *q, int qh, int n_kv
     memset(O, 0, sizeof(float) * (size_t)nh * hd);
     for (int j0 = k0; j0 < k1; j0 += BK) {
         const int nk = k1 - j0 < BK ? k1 - j0 : BK;
-        const float *Kb = K + (size_t)j0 * ldkv, *Vb = V + (size_t)j0 * ldkv;
+        const size_t off = (size_t)j0 * ldkv * (f16 ? 2 : 4);
+        const void *Kb = (const char *)K + off, *Vb = (const char *)V + off;
         for (int g0 = 0; g0 < group; g0 += 8) { /* groups of more than 8 heads: the rows again, from cache */
             const int G = group - g0 < 8 ? group - g0 : 8;
             /* S[kh][g][j] = q_(kh*group + g0 + g) . k_(j0+j) of KV head kh */
-            kn->dot_rows(n_kv_heads, G, nk, hd, q + (size_t)g0 * qh, qh, group * qh, Kb, ldkv, S, BK, G * BK);
+            if (f16) kn->dot_rows_h(n_kv_heads, G, nk, hd, q + (size_t)g0 * qh, qh, group * qh, Kb, ldkv, S, BK, G * BK);
+            else kn->dot_rows(n_kv_heads, G, nk, hd, q + (size_t)g0 * qh, qh, group * qh, Kb, ldkv, S, BK, G * BK);
             for (int kh = 0; kh < n_kv_heads; kh++)
                 for (int g = 0; g < G; g++) {
                     const int h = kh * group + g0 + g;
                     const float corr = kn->softmax_row(S + (size_t)(kh * G + g) * BK, nk, nk, scale, &mx[h], &sum[h]);
                     if (corr != 1.0f && j0 > k0) kn->scale(O + (size_t)h * hd, corr, hd);
                 }
-            kn->axpy_rows(n_kv_heads, G, nk, hd, S, BK, G * BK, Vb, ldkv, O + (size_t)g0 * hd, group * hd); /* O += S V */
+            if (f16) kn->axpy_rows_h(n_kv_heads, G, nk, hd, S, BK, G * BK, Vb, ldkv, O + (size_t)g0 * hd, group * hd); /* O += S V */
+            else kn->axpy_rows(n_kv_heads, G, nk, hd, S, BK, G * BK, Vb, ldkv, O + (size_t)g0 * hd, group * hd);
         }
     }
 }

@@ -11,13 +11,17 @@
 /* Floats of work attend_block needs for G heads of nq queries of dimension hd. */
 size_t q35_attn_block_work(int G, int nq, int hd);
 
-/* G query heads that share one KV head (GQA), nq queries each: query r of head g at
+/* The KV cache is fp32 (f16 = 0) or IEEE halves (f16 = 1), rows ldkv elements apart; an fp16
+ * cache gives bitwise what the fp32 path gives on the rounded values (its rows are converted to
+ * fp32 and go through the same kernels).
+ *
+ * G query heads that share one KV head (GQA), nq queries each: query r of head g at
  * q + g*qh + r*ldq ([hd], already normed and rotated), at absolute position qpos0 + r, attends to
  * keys 0 .. qpos0 + r (K, V rows at stride ldkv). Output row r of head g at o + g*oh + r*ldo
  * receives softmax(q K^T scale) V. Each tile of keys is transposed once for the G heads.
  * work: q35_attn_block_work(G, nq, hd) floats. */
-void q35_attend_block(const q35_gdn_kernels *kn, const float *q, int ldq, int qh, int G, int nq, int qpos0, const float *K, const float *V,
-                      int ldkv, int hd, float scale, float *o, int ldo, int oh, float *work);
+void q35_attend_block(const q35_gdn_kernels *kn, const float *q, int ldq, int qh, int G, int nq, int qpos0, const void *K, const void *V,
+                      int f16, int ldkv, int hd, float scale, float *o, int ldo, int oh, float *work);
 
 /* Generation: one query of every head over the whole cache. The keys [0, n_kv) are cut into
  * segments (q35_attn_segments: a function of n_kv only, so the result does not depend on how many
@@ -42,7 +46,7 @@ size_t q35_attn_part_work(int n_kv_heads, int group);
  * q + h*qh ([hd], normed and rotated) reads KV head h / group, whose rows are at K + (h/group)*hd
  * + j*ldkv (V likewise). Blocks of keys in order; the kernels (dot_rows / axpy_rows) read each K
  * and V row once, every KV head of it in turn, so the cache streams through memory in order. */
-void q35_attend_part(const q35_gdn_kernels *kn, const float *q, int qh, int n_kv_heads, int group, const float *K, const float *V,
+void q35_attend_part(const q35_gdn_kernels *kn, const float *q, int qh, int n_kv_heads, int group, const void *K, const void *V, int f16,
                      int ldkv, int hd, int k0, int k1, float scale, float *part, float *work);
 /* Head h of the result at o + h*oh: the nseg partials at parts + s * q35_attn_part_floats(...),
  * merged in order s = 0, 1, ... */

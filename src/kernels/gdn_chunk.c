@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "kernels/gdn_chunk.h"
+#include "kernels/quant.h"
+#include "model/tensor.h"
 
 #define VL 1
 typedef float vec;
@@ -16,6 +18,10 @@ typedef float vec;
 #define VSTORE(p, v) (*(p) = (v))
 #define VLOADM(p, n) ((void)(n), *(p))
 #define VSTOREM(p, v, n) ((void)(n), *(p) = (v))
+#define VLOADH(p) q35_f16_to_f32(*(p))
+#define VLOADHM(p, n) ((void)(n), q35_f16_to_f32(*(p)))
+#define VSTOREH(p, v) (*(p) = q35_f32_to_f16(v))
+#define VSTOREHM(p, v, n) ((void)(n), *(p) = q35_f32_to_f16(v))
 #define VFMA(a, b, c) ((a) * (b) + (c))
 #define VMUL(a, b) ((a) * (b))
 #define VADD(a, b) ((a) + (b))

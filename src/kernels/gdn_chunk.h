@@ -41,6 +41,12 @@ typedef struct q35_gdn_kernels {
      * with prefetch ahead. */
     void (*dot_rows)(int nkv, int G, int n, int d, const float *q, int qh, int qkv, const float *K, int ld, float *S, int lds, int skv);
     void (*axpy_rows)(int nkv, int G, int n, int d, const float *S, int lds, int skv, const float *V, int ld, float *O, int okv);
+    /* The same over an fp16 cache (ld in halves): bitwise what dot_rows / axpy_rows give on the
+     * rows converted to fp32. */
+    void (*dot_rows_h)(int nkv, int G, int n, int d, const float *q, int qh, int qkv, const uint16_t *K, int ld, float *S, int lds, int skv);
+    void (*axpy_rows_h)(int nkv, int G, int n, int d, const float *S, int lds, int skv, const uint16_t *V, int ld, float *O, int okv);
+    void (*to_f16)(const float *x, uint16_t *y, int n);   /* y[n] = x as IEEE halves, nearest even (q35_f32_to_f16) */
+    void (*from_f16)(const uint16_t *x, float *y, int n); /* y[n] = x (exact) */
     /* dst[c][r] = src[r][c], r < rows, c < cols */
     void (*transpose)(const float *src, int lds, float *dst, int ldd, int rows, int cols);
     void (*vexp)(float *x, int n);                      /* x = exp(x); exp(x < -87.3) = 0 */

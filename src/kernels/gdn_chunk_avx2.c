@@ -1,6 +1,7 @@
-/* AVX2 + FMA instantiation of the Gated DeltaNet / attention kernels (gdn_chunk_impl.h). */
+/* AVX2 + FMA (+ F16C) instantiation of the Gated DeltaNet / attention kernels (gdn_chunk_impl.h). */
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/gdn_chunk.h"
 
@@ -67,6 +68,18 @@ static inline void tr8(const float *src, int lds, float *dst, int ldd) {
     }
 }
 
+/* n < 8 halves at p as floats (the rest 0); and the first n lanes of v stored as halves at p */
+static inline __m256 loadh_n(const uint16_t *p, int n) {
+    uint16_t b[8] = {0};
+    memcpy(b, p, sizeof(uint16_t) * (size_t)n);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)b));
+}
+static inline void storeh_n(uint16_t *p, __m256 v, int n) {
+    uint16_t b[8];
+    _mm_storeu_si128((__m128i *)b, _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    memcpy(p, b, sizeof(uint16_t) * (size_t)n);
+}
+
 #define VL 8
 typedef __m256 vec;
 #define VZERO() _mm256_setzero_ps()
@@ -75,6 +88,10 @@ typedef __m256 vec;
 #define VSTORE(p, v) _mm256_storeu_ps(p, v)
 #define VLOADM(p, n) _mm256_maskload_ps(p, mask8(n))
 #define VSTOREM(p, v, n) _mm256_maskstore_ps(p, mask8(n), v)
+#define VLOADH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p)))
+#define VLOADHM(p, n) loadh_n(p, n)
+#define VSTOREH(p, v) _mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define VSTOREHM(p, v, n) storeh_n(p, v, n)
 #define VFMA(a, b, c) _mm256_fmadd_ps(a, b, c)
 #define VMUL(a, b) _mm256_mul_ps(a, b)
 #define VADD(a, b) _mm256_add_ps(a, b)

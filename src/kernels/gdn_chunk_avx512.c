@@ -1,5 +1,6 @@
 /* AVX-512 instantiation of the Gated DeltaNet / attention kernels (gdn_chunk_impl.h). Uses
- * AVX512F only (the dispatcher also requires BW/VL/DQ, which the file's flags allow). */
+ * AVX512F, and AVX512BW/VL for the masked loads and stores of halves (the dispatcher requires
+ * BW/VL/DQ). */
 #include <immintrin.h>
 
 #include "kernels/gdn_chunk.h"
@@ -62,6 +63,10 @@ typedef __m512 vec;
 #define VSTORE(p, v) _mm512_storeu_ps(p, v)
 #define VLOADM(p, n) _mm512_maskz_loadu_ps(MASK16(n), p)
 #define VSTOREM(p, v, n) _mm512_mask_storeu_ps(p, MASK16(n), v)
+#define VLOADH(p) _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p)))
+#define VLOADHM(p, n) _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(MASK16(n), p))
+#define VSTOREH(p, v) _mm256_storeu_si256((__m256i *)(p), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
+#define VSTOREHM(p, v, n) _mm256_mask_storeu_epi16(p, MASK16(n), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #define VFMA(a, b, c) _mm512_fmadd_ps(a, b, c)
 #define VMUL(a, b) _mm512_mul_ps(a, b)
 #define VADD(a, b) _mm512_add_ps(a, b)

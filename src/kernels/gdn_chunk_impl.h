@@ -1,7 +1,8 @@
 /* The algorithms of gdn_chunk.h, written once over vector primitives the including file defines:
  *   VL lanes, vec, VZERO(), VSET1(x), VLOAD(p), VSTORE(p, v), VLOADM(p, n), VSTOREM(p, v, n) (the
  *   first n lanes, the others read as 0 / left alone), VFMA(a, b, c) = a*b + c, VMUL, VADD, VSUB,
- *   VDIV, VMAX, VMIN, VRCP(v) (1/v to ~fp32 precision), VHSUM(v), VHMAX(v), VEXP(v) (exp(x < -87.3)
+ *   VLOADH(p) / VLOADHM(p, n) (IEEE halves at uint16_t *p as floats), VSTOREH(p, v) / VSTOREHM(p, v, n)
+ *   (rounded to nearest even), VDIV, VMAX, VMIN, VRCP(v) (1/v to ~fp32 precision), VHSUM(v), VHMAX(v), VEXP(v) (exp(x < -87.3)
  *   = 0), TRANSPOSE_VL(src, lds, dst, ldd) (one VL x VL block), FN(name) (the ISA's suffix),
  *   GEMM_MR (rows, <= 6) and GEMM_NV (vectors, <= 4) of the product's register tile, RNV (vectors
  *   per column block of the recurrence, <= 4 or 8).
@@ -584,31 +585,40 @@ static int64_t FN(argmax)(const float *x, int64_t n) {
  * line read (rows past the end are harmless: a prefetch never faults). */
 #define ATT_PF_NEAR 1
 #define ATT_PF_FAR 4
-#define ATT_PF(row, c, ld)                                                                            \
-    do {                                                                                              \
-        if (((c) & 15) == 0) {                                                                        \
-            __builtin_prefetch((row) + (size_t)ATT_PF_NEAR * (size_t)(ld) + (c), 0, 3);             \
-            __builtin_prefetch((row) + (size_t)ATT_PF_FAR * (size_t)(ld) + (c), 0, 2);              \
-        }                                                                                             \
+/* Prefetch the lines of row+NEAR and row+FAR rows (ld elements of es bytes apart) at column c,
+ * once per 64-byte line. */
+#define ATT_PF(row, c, ld, es)                                                                         \
+    do {                                                                                               \
+        if ((((c) * (es)) & 63) == 0) {                                                                \
+            __builtin_prefetch((const char *)(row) + ((size_t)ATT_PF_NEAR * (size_t)(ld) + (size_t)(c)) * (es), 0, 3); \
+            __builtin_prefetch((const char *)(row) + ((size_t)ATT_PF_FAR * (size_t)(ld) + (size_t)(c)) * (es), 0, 2);  \
+        }                                                                                              \
     } while (0)
+/* VL (or the first n) cache elements at element c of row p: fp32 (h = 0) or fp16 (h = 1). */
+#define KV_LOAD(h, p, c) ((h) ? VLOADH((const uint16_t *)(p) + (c)) : VLOAD((const float *)(p) + (c)))
+#define KV_LOADM(h, p, c, n) ((h) ? VLOADHM((const uint16_t *)(p) + (c), n) : VLOADM((const float *)(p) + (c), n))
 
-static ALWAYS_INLINE void FN(dot_rows_g)(const int G, int nkv, int n, int d, const float *q, int qh, int qkv, const float *K, int ld, float *S,
-                                          int lds, int skv) {
+/* The cache rows as fp32 (h = 0) or fp16 (h = 1): the same operations on the converted values, so
+ * an fp16 cache gives bitwise what the fp32 kernel gives on the rounded values. */
+static ALWAYS_INLINE void FN(dot_rows_g)(const int h, const int G, int nkv, int n, int d, const float *q, int qh, int qkv, const void *K,
+                                          int ld, float *S, int lds, int skv) {
+    const size_t es = h ? 2 : 4;
     for (int j = 0; j < n; j++) {
         for (int kh = 0; kh < nkv; kh++) {
-            const float *kr = K + (size_t)j * ld + (size_t)kh * d, *qk = q + (size_t)kh * qkv;
+            const char *kr = (const char *)K + ((size_t)j * ld + (size_t)kh * d) * es;
+            const float *qk = q + (size_t)kh * qkv;
             vec acc[8];
 #pragma GCC unroll 8
             for (int g = 0; g < G; g++) acc[g] = VZERO();
             int c = 0;
             for (; c + VL <= d; c += VL) {
-                ATT_PF(kr, c, ld);
-                const vec kv = VLOAD(kr + c);
+                ATT_PF(kr, c, ld, es);
+                const vec kv = KV_LOAD(h, kr, c);
 #pragma GCC unroll 8
                 for (int g = 0; g < G; g++) acc[g] = VFMA(VLOAD(qk + (size_t)g * qh + c), kv, acc[g]);
             }
             if (c < d) {
-                const vec kv = VLOADM(kr + c, d - c);
+                const vec kv = KV_LOADM(h, kr, c, d - c);
 #pragma GCC unroll 8
                 for (int g = 0; g < G; g++) acc[g] = VFMA(VLOADM(qk + (size_t)g * qh + c, d - c), kv, acc[g]);
             }
@@ -618,24 +628,32 @@ static ALWAYS_INLINE void FN(dot_rows_g)(const int G, int nkv, int n, int d, con
     }
 }
 
-static void FN(dot_rows)(int nkv, int G, int n, int d, const float *q, int qh, int qkv, const float *K, int ld, float *S, int lds, int skv) {
-    switch (G) {
-    case 1: FN(dot_rows_g)(1, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
-    case 2: FN(dot_rows_g)(2, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
-    case 3: FN(dot_rows_g)(3, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
-    case 4: FN(dot_rows_g)(4, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
-    case 5: FN(dot_rows_g)(5, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
-    case 6: FN(dot_rows_g)(6, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
-    case 7: FN(dot_rows_g)(7, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
-    case 8: FN(dot_rows_g)(8, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv); break;
-    default: break;
+#define ROWS_SWITCH(fn, h, ...)                                                                        \
+    switch (G) {                                                                                       \
+    case 1: fn(h, 1, __VA_ARGS__); break;                                                              \
+    case 2: fn(h, 2, __VA_ARGS__); break;                                                              \
+    case 3: fn(h, 3, __VA_ARGS__); break;                                                              \
+    case 4: fn(h, 4, __VA_ARGS__); break;                                                              \
+    case 5: fn(h, 5, __VA_ARGS__); break;                                                              \
+    case 6: fn(h, 6, __VA_ARGS__); break;                                                              \
+    case 7: fn(h, 7, __VA_ARGS__); break;                                                              \
+    case 8: fn(h, 8, __VA_ARGS__); break;                                                              \
+    default: break;                                                                                    \
     }
+
+static void FN(dot_rows)(int nkv, int G, int n, int d, const float *q, int qh, int qkv, const float *K, int ld, float *S, int lds, int skv) {
+    ROWS_SWITCH(FN(dot_rows_g), 0, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv)
+}
+static void FN(dot_rows_h)(int nkv, int G, int n, int d, const float *q, int qh, int qkv, const uint16_t *K, int ld, float *S, int lds,
+                           int skv) {
+    ROWS_SWITCH(FN(dot_rows_g), 1, nkv, n, d, q, qh, qkv, K, ld, S, lds, skv)
 }
 
 /* Rows j and j+1 (two: half the passes over O) or j alone (two = 0), KV head kh's part. */
-static ALWAYS_INLINE void FN(axpy_rows_step)(const int G, const int two, int j, int d, const float *S, int lds, const float *V, int ld,
-                                             float *O) {
-    const float *v0 = V + (size_t)j * ld, *v1 = v0 + ld;
+static ALWAYS_INLINE void FN(axpy_rows_step)(const int h, const int G, const int two, int j, int d, const float *S, int lds, const void *V,
+                                             int ld, float *O) {
+    const size_t es = h ? 2 : 4;
+    const char *v0 = (const char *)V + (size_t)j * ld * es, *v1 = v0 + (size_t)ld * es;
     vec p0[8], p1[8];
 #pragma GCC unroll 8
     for (int g = 0; g < G; g++) {
@@ -644,9 +662,9 @@ static ALWAYS_INLINE void FN(axpy_rows_step)(const int G, const int two, int j, 
     }
     int c = 0;
     for (; c + VL <= d; c += VL) {
-        ATT_PF(v0, c, ld);
-        if (two) ATT_PF(v1, c, ld);
-        const vec a = VLOAD(v0 + c), b = two ? VLOAD(v1 + c) : VZERO();
+        ATT_PF(v0, c, ld, es);
+        if (two) ATT_PF(v1, c, ld, es);
+        const vec a = KV_LOAD(h, v0, c), b = two ? KV_LOAD(h, v1, c) : VZERO();
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
             vec o = VFMA(p0[g], a, VLOAD(O + (size_t)g * d + c));
@@ -655,7 +673,7 @@ static ALWAYS_INLINE void FN(axpy_rows_step)(const int G, const int two, int j, 
         }
     }
     if (c < d) {
-        const vec a = VLOADM(v0 + c, d - c), b = two ? VLOADM(v1 + c, d - c) : VZERO();
+        const vec a = KV_LOADM(h, v0, c, d - c), b = two ? KV_LOADM(h, v1, c, d - c) : VZERO();
 #pragma GCC unroll 8
         for (int g = 0; g < G; g++) {
             vec o = VFMA(p0[g], a, VLOADM(O + (size_t)g * d + c, d - c));
@@ -665,31 +683,40 @@ static ALWAYS_INLINE void FN(axpy_rows_step)(const int G, const int two, int j, 
     }
 }
 
-static ALWAYS_INLINE void FN(axpy_rows_g)(const int G, int nkv, int n, int d, const float *S, int lds, int skv, const float *V, int ld,
-                                          float *O, int okv) {
+static ALWAYS_INLINE void FN(axpy_rows_g)(const int h, const int G, int nkv, int n, int d, const float *S, int lds, int skv, const void *V,
+                                          int ld, float *O, int okv) {
+    const size_t es = h ? 2 : 4;
     int j = 0;
     for (; j + 1 < n; j += 2)
         for (int kh = 0; kh < nkv; kh++)
-            FN(axpy_rows_step)(G, 1, j, d, S + (size_t)kh * skv, lds, V + (size_t)kh * d, ld, O + (size_t)kh * okv);
+            FN(axpy_rows_step)(h, G, 1, j, d, S + (size_t)kh * skv, lds, (const char *)V + (size_t)kh * d * es, ld, O + (size_t)kh * okv);
     if (j < n)
         for (int kh = 0; kh < nkv; kh++)
-            FN(axpy_rows_step)(G, 0, j, d, S + (size_t)kh * skv, lds, V + (size_t)kh * d, ld, O + (size_t)kh * okv);
+            FN(axpy_rows_step)(h, G, 0, j, d, S + (size_t)kh * skv, lds, (const char *)V + (size_t)kh * d * es, ld, O + (size_t)kh * okv);
 }
 
 static void FN(axpy_rows)(int nkv, int G, int n, int d, const float *S, int lds, int skv, const float *V, int ld, float *O, int okv) {
-    switch (G) {
-    case 1: FN(axpy_rows_g)(1, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
-    case 2: FN(axpy_rows_g)(2, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
-    case 3: FN(axpy_rows_g)(3, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
-    case 4: FN(axpy_rows_g)(4, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
-    case 5: FN(axpy_rows_g)(5, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
-    case 6: FN(axpy_rows_g)(6, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
-    case 7: FN(axpy_rows_g)(7, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
-    case 8: FN(axpy_rows_g)(8, nkv, n, d, S, lds, skv, V, ld, O, okv); break;
-    default: break;
-    }
+    ROWS_SWITCH(FN(axpy_rows_g), 0, nkv, n, d, S, lds, skv, V, ld, O, okv)
 }
+static void FN(axpy_rows_h)(int nkv, int G, int n, int d, const float *S, int lds, int skv, const uint16_t *V, int ld, float *O, int okv) {
+    ROWS_SWITCH(FN(axpy_rows_g), 1, nkv, n, d, S, lds, skv, V, ld, O, okv)
+}
+#undef ROWS_SWITCH
+#undef KV_LOAD
+#undef KV_LOADM
 #undef ATT_PF
+
+/* y[n] = x as IEEE halves, rounded to nearest even; and back */
+static void FN(to_f16)(const float *x, uint16_t *y, int n) {
+    int i = 0;
+    for (; i + VL <= n; i += VL) VSTOREH(y + i, VLOAD(x + i));
+    if (i < n) VSTOREHM(y + i, VLOADM(x + i, n - i), n - i);
+}
+static void FN(from_f16)(const uint16_t *x, float *y, int n) {
+    int i = 0;
+    for (; i + VL <= n; i += VL) VSTORE(y + i, VLOADH(x + i));
+    if (i < n) VSTOREM(y + i, VLOADHM(x + i, n - i), n - i);
+}
 
 /* ---------------------------------------------------------------- the table */
 const q35_gdn_kernels FN(q35_gdn_kernels) = {
@@ -701,6 +728,10 @@ const q35_gdn_kernels FN(q35_gdn_kernels) = {
     .gemm_nt = FN(gemm_nt),
     .dot_rows = FN(dot_rows),
     .axpy_rows = FN(axpy_rows),
+    .dot_rows_h = FN(dot_rows_h),
+    .axpy_rows_h = FN(axpy_rows_h),
+    .to_f16 = FN(to_f16),
+    .from_f16 = FN(from_f16),
     .scale = FN(scale),
     .scale_to = FN(scale_to),
     .swiglu = FN(swiglu),

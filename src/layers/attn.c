@@ -41,7 +41,8 @@ typedef struct attn_job {
     const q35_attn_weights *w;
     const q35_gdn_kernels *kn;
     q35_scratch *sc;
-    const float *k_cache, *v_cache; /* [n_ctx][n_kv*hd] */
+    const void *k_cache, *v_cache;  /* [n_ctx][n_kv*hd] fp32, or fp16 (f16) */
+    int f16;
     int n, pos, n_qb;               /* tokens, first position, query blocks per head */
     int G;                          /* query heads per item: the GQA group, or 1 */
     int n_items;                    /* prompt: (n_heads / G) * n_qb items; generation: key segments */
@@ -76,7 +77,7 @@ static void segment_task(void *ctx, int task, int n_tasks) {
     float *work = j->sc->work + (size_t)task * j->sc->work_floats;
     const size_t pf = q35_attn_part_floats(nh, hd);
     for (int s = nseg * task / n_tasks; s < nseg * (task + 1) / n_tasks; s++)
-        q35_attend_part(j->kn, j->sc->proj, qh, nkv, nh / nkv, j->k_cache, j->v_cache, nkv * hd, hd, q35_attn_seg_start(n_kv, nseg, s),
+        q35_attend_part(j->kn, j->sc->proj, qh, nkv, nh / nkv, j->k_cache, j->v_cache, j->f16, nkv * hd, hd, q35_attn_seg_start(n_kv, nseg, s),
                         q35_attn_seg_start(n_kv, nseg, s + 1), 1.0f / sqrtf((float)hd), j->sc->attn_part + (size_t)s * pf, work);
 }
 
@@ -97,14 +98,15 @@ static void attn_task(void *ctx, int task, int n_tasks) {
         for (int t = t0; t < t0 + nq; t++) q_norm_rope(j, h0, h0 + j->G, t);
         const float *q0 = sc->proj + (size_t)t0 * qstride + (size_t)h0 * qh;
         float *o0 = sc->core + (size_t)t0 * nh * hd + (size_t)h0 * hd;
-        const float *K = j->k_cache + (size_t)kvh * hd, *V = j->v_cache + (size_t)kvh * hd;
-        q35_attend_block(j->kn, q0, qstride, qh, j->G, nq, j->pos + t0, K, V, kvw, hd, scale, o0, nh * hd, hd, work);
+        const size_t off = (size_t)kvh * hd * (j->f16 ? 2 : 4);
+        const void *K = (const char *)j->k_cache + off, *V = (const char *)j->v_cache + off;
+        q35_attend_block(j->kn, q0, qstride, qh, j->G, nq, j->pos + t0, K, V, j->f16, kvw, hd, scale, o0, nh * hd, hd, work);
         for (int t = t0; t < t0 + nq; t++) out_gate(j, h0, h0 + j->G, t);
     }
 }
 
-void q35_attn_forward(const q35_config *c, const q35_attn_weights *w, float *k_cache, float *v_cache, q35_scratch *sc, int n, int pos,
-                      const int *pos3, const float *inv_freq) {
+void q35_attn_forward(const q35_config *c, const q35_attn_weights *w, void *k_cache, void *v_cache, int kv_f16, q35_scratch *sc, int n,
+                      int pos, const int *pos3, const float *inv_freq) {
     const int hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads, rot = c->rope_dim;
     const int kvw = nkv * hd;
     float *kk = sc->proj2;                      /* [n][kvw] */
@@ -118,15 +120,22 @@ void q35_attn_forward(const q35_config *c, const q35_attn_weights *w, float *k_c
     for (int t = 0; t < n; t++) {
         float *cs = sc->rope_cos + (size_t)t * (rot / 2), *sn = sc->rope_sin + (size_t)t * (rot / 2);
         rope_angles(c, pos3 + 3 * t, inv_freq, cs, sn);
-        float *kc = k_cache + (size_t)(pos + t) * kvw, *vc = v_cache + (size_t)(pos + t) * kvw;
+        float *kt = kk + (size_t)t * kvw, *vt = vv + (size_t)t * kvw; /* [kvw] this token's key, value */
         for (int g = 0; g < nkv; g++) {
-            kn->rmsnorm(kk + (size_t)t * kvw + g * hd, w->k_norm, hd, c->rms_eps, kc + g * hd);
-            q35_rope_neox(kc + g * hd, rot, cs, sn);
+            kn->rmsnorm(kt + g * hd, w->k_norm, hd, c->rms_eps, kt + g * hd);
+            q35_rope_neox(kt + g * hd, rot, cs, sn);
         }
-        memcpy(vc, vv + (size_t)t * kvw, sizeof(float) * kvw);
+        const size_t row = (size_t)(pos + t) * kvw;
+        if (kv_f16) {
+            kn->to_f16(kt, (uint16_t *)k_cache + row, kvw);
+            kn->to_f16(vt, (uint16_t *)v_cache + row, kvw);
+        } else {
+            memcpy((float *)k_cache + row, kt, sizeof(float) * kvw);
+            memcpy((float *)v_cache + row, vt, sizeof(float) * kvw);
+        }
     }
     q35_pool *pool = q35_global_pool();
-    attn_job j = {c, w, kn, sc, k_cache, v_cache, n, pos, (n + Q35_ATTN_QB - 1) / Q35_ATTN_QB, 1, 0};
+    attn_job j = {c, w, kn, sc, k_cache, v_cache, kv_f16, n, pos, (n + Q35_ATTN_QB - 1) / Q35_ATTN_QB, 1, 0};
     const int T = q35_pool_threads(pool);
     if (n == 1) {
         q_norm_rope(&j, 0, nh, 0);

@@ -12,10 +12,11 @@ void q35_gdn_forward(const q35_config *c, const q35_gdn_weights *w, const float 
                      q35_scratch *sc, int n);
 /* taps_t [K][C] = w->conv [C][K] transposed (the layout the vectorised conv reads). */
 void q35_gdn_conv_taps(const q35_config *c, const q35_gdn_weights *w, float *taps_t);
-/* Gated attention: writes K/V of the n tokens into k_cache/v_cache [n_ctx][n_kv*hd] at pos.. and
- * attends causally. pos3 [n][3] are the (T, H, W) M-RoPE positions of each token. */
-void q35_attn_forward(const q35_config *c, const q35_attn_weights *w, float *k_cache, float *v_cache, q35_scratch *sc, int n, int pos,
-                      const int *pos3, const float *inv_freq);
+/* Gated attention: writes K/V of the n tokens into k_cache/v_cache [n_ctx][n_kv*hd] at pos.. (fp32,
+ * or IEEE halves rounded to nearest even when kv_f16) and attends causally. pos3 [n][3] are the
+ * (T, H, W) M-RoPE positions of each token. */
+void q35_attn_forward(const q35_config *c, const q35_attn_weights *w, void *k_cache, void *v_cache, int kv_f16, q35_scratch *sc, int n,
+                      int pos, const int *pos3, const float *inv_freq);
 /* SwiGLU MLP: out = down(silu(gate(xn)) * up(xn)). */
 void q35_mlp_forward(const q35_config *c, const q35_layer_weights *w, q35_scratch *sc, int n);
 

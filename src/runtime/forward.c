@@ -45,7 +45,7 @@ static void forward_chunk(q35_session *s, const int32_t *tokens, int n, int star
     const q35_config *c = &m->cfg;
     q35_scratch *sc = &s->sc;
     const int H = c->hidden;
-    const size_t C = q35_cfg_conv_channels(c), kvw = (size_t)c->n_kv_heads * c->head_dim;
+    const size_t C = q35_cfg_conv_channels(c);
     const size_t rec_sz = (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim;
 
     for (int t = 0; t < n; t++) {
@@ -63,8 +63,8 @@ static void forward_chunk(q35_session *s, const int32_t *tokens, int n, int star
         const q35_layer_weights *L = &m->layers[il];
         const int slot = s->slot[il];
         if (L->is_full)
-            q35_attn_forward(c, &L->attn, s->k_cache + (size_t)slot * s->n_ctx * kvw, s->v_cache + (size_t)slot * s->n_ctx * kvw, sc, n,
-                             s->pos, sc->pos3, s->inv_freq);
+            q35_attn_forward(c, &L->attn, q35_kv_layer(s, s->k_cache, slot), q35_kv_layer(s, s->v_cache, slot), s->kv_f16, sc, n, s->pos,
+                             sc->pos3, s->inv_freq);
         else
             q35_gdn_forward(c, &L->gdn, s->conv_taps + (size_t)slot * c->conv_kernel * C, s->conv + (size_t)slot * (c->conv_kernel - 1) * C,
                             s->rec + (size_t)slot * rec_sz, sc, n);

@@ -50,8 +50,10 @@ void q35_prefix_cache_stats(q35_prefix_cache *c, int *n_checkpoints, size_t *byt
     pthread_mutex_unlock(&c->lock);
 }
 
-/* 1: the snapshot is exact on the session's chunk grid. */
-static int same_grid(const q35_snapshot *e, const q35_session *s) { return e->cap == s->sc.cap && e->gdn_chunk == s->sc.gdn_chunk; }
+/* 1: the snapshot is exact on the session's chunk grid and holds a KV cache of the session's type. */
+static int same_grid(const q35_snapshot *e, const q35_session *s) {
+    return e->cap == s->sc.cap && e->gdn_chunk == s->sc.gdn_chunk && e->kv_f16 == s->kv_f16;
+}
 
 /* Index of the entry holding exactly keys[0..P) on s's grid, or -1 (lock held). */
 static int find_exact(const q35_prefix_cache *c, const uint64_t *keys, int P, const q35_session *s) {
@@ -70,7 +72,7 @@ q35_status q35_prefix_cache_save(q35_prefix_cache *c, const q35_session *s) {
     if (!c || !s || s->m != c->m) return q35_fail(Q35_ERR_ARG, "prefix cache save: the session is not of the cache's model");
     const int P = s->mark_scalars.pos;
     if (P == 0) return Q35_OK;
-    const size_t bytes = q35_snapshot_bytes(&s->m->cfg, P);
+    const size_t bytes = q35_snapshot_bytes(&s->m->cfg, P, s->kv_f16);
     if (bytes > c->budget) return Q35_OK; /* would evict everything and still not fit */
     pthread_mutex_lock(&c->lock);
     int i = find_exact(c, s->keys, P, s);

@@ -28,11 +28,10 @@ static int env_int(const char *name, int def, int lo, int hi) {
     return *end || x < lo || x > hi ? def : (int)x;
 }
 
-size_t q35_state_bytes(const q35_config *c, int n_ctx) {
+size_t q35_state_bytes(const q35_config *c, int n_ctx, int kv_f16) {
     const size_t C = (size_t)q35_cfg_conv_channels(c);
-    return sizeof(float) * ((size_t)c->n_linear * ((size_t)(c->conv_kernel - 1) * C +
-                                                   (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim) +
-                            2 * (size_t)c->n_full * n_ctx * c->n_kv_heads * c->head_dim);
+    return sizeof(float) * (size_t)c->n_linear * ((size_t)(c->conv_kernel - 1) * C + (size_t)c->lin_v_heads * c->lin_k_dim * c->lin_v_dim) +
+           q35_kv_elt(kv_f16) * 2 * (size_t)c->n_full * n_ctx * c->n_kv_heads * c->head_dim;
 }
 
 static float *alloc_f(size_t n, int *fail) {
@@ -41,15 +40,25 @@ static float *alloc_f(size_t n, int *fail) {
     return p;
 }
 /* The recurrent state and the KV cache: read (and the state written) every token, on huge pages. */
-static float *alloc_big(size_t n, int *fail) {
-    float *p = q35_huge_alloc(sizeof(float) * n);
+static void *alloc_big(size_t bytes, int *fail) {
+    void *p = q35_huge_alloc(bytes);
     if (!p) *fail = 1;
     return p;
 }
 
 q35_status q35_session_new(q35_model *m, int n_ctx, q35_session **out) {
+    const q35_session_opts o = {.n_ctx = n_ctx};
+    return q35_session_new_ex(m, &o, out);
+}
+
+q35_status q35_session_new_ex(q35_model *m, const q35_session_opts *opts, q35_session **out) {
+    if (!out) return q35_fail(Q35_ERR_ARG, "session: bad arguments");
     *out = NULL;
+    if (!m || !opts) return q35_fail(Q35_ERR_ARG, "session: bad arguments");
     const q35_config *c = &m->cfg;
+    int n_ctx = opts->n_ctx;
+    if (opts->kv_type != Q35_KV_F32 && opts->kv_type != Q35_KV_F16)
+        return q35_fail(Q35_ERR_ARG, "KV cache type %d: expected Q35_KV_F32 or Q35_KV_F16", (int)opts->kv_type);
     if (n_ctx < 0) return q35_fail(Q35_ERR_ARG, "context size %d must be positive", n_ctx);
     if (n_ctx == 0) n_ctx = 4096 < c->max_pos ? 4096 : c->max_pos;
     if (n_ctx > c->max_pos)
@@ -58,6 +67,7 @@ q35_status q35_session_new(q35_model *m, int n_ctx, q35_session **out) {
     if (!s) return q35_fail(Q35_ERR_NOMEM, "out of memory");
     s->m = m;
     s->n_ctx = n_ctx;
+    s->kv_f16 = opts->kv_type == Q35_KV_F16;
     const size_t H = c->hidden, C = q35_cfg_conv_channels(c), vd = (size_t)c->lin_v_heads * c->lin_v_dim;
     const size_t hd = c->head_dim, nq = (size_t)c->n_heads * hd * (c->attn_output_gate ? 2 : 1), kvw = (size_t)c->n_kv_heads * hd;
     const size_t B = (size_t)env_int("Q35_PROMPT_CHUNK", Q35_CHUNK, 1, 4096);
@@ -67,9 +77,9 @@ q35_status q35_session_new(q35_model *m, int n_ctx, q35_session **out) {
     for (int i = 0, nl = 0, nf = 0; s->slot && i < c->n_layers; i++) s->slot[i] = c->layer_full[i] ? nf++ : nl++;
     s->conv = alloc_f((size_t)c->n_linear * (c->conv_kernel - 1) * C, &fail);
     s->conv_taps = alloc_f((size_t)c->n_linear * c->conv_kernel * C, &fail);
-    s->rec = alloc_big((size_t)c->n_linear * c->lin_v_heads * c->lin_k_dim * c->lin_v_dim, &fail);
-    s->k_cache = alloc_big((size_t)c->n_full * n_ctx * kvw, &fail);
-    s->v_cache = alloc_big((size_t)c->n_full * n_ctx * kvw, &fail);
+    s->rec = alloc_big(sizeof(float) * c->n_linear * c->lin_v_heads * c->lin_k_dim * c->lin_v_dim, &fail);
+    s->k_cache = alloc_big(q35_kv_elt(s->kv_f16) * c->n_full * n_ctx * kvw, &fail);
+    s->v_cache = alloc_big(q35_kv_elt(s->kv_f16) * c->n_full * n_ctx * kvw, &fail);
     s->inv_freq = alloc_f((size_t)c->rope_dim / 2, &fail);
     s->mark_conv = alloc_f(q35_conv_floats(c), &fail);
     s->mark_rec = alloc_f(q35_rec_floats(c), &fail);
@@ -102,7 +112,7 @@ q35_status q35_session_new(q35_model *m, int n_ctx, q35_session **out) {
     if (fail) {
         q35_session_free(s);
         return q35_fail(Q35_ERR_NOMEM, "out of memory for a session of %d tokens (%.1f MB of state)", n_ctx,
-                        q35_state_bytes(c, n_ctx) / 1e6);
+                        q35_state_bytes(c, n_ctx, s->kv_f16) / 1e6);
     }
     for (int i = 0; i < c->n_layers; i++)
         if (!c->layer_full[i]) q35_gdn_conv_taps(c, &m->layers[i].gdn, s->conv_taps + (size_t)s->slot[i] * c->conv_kernel * C);
@@ -135,4 +145,5 @@ void q35_session_reset(q35_session *s) {
 
 int q35_session_pos(const q35_session *s) { return s->pos; }
 int q35_session_ctx(const q35_session *s) { return s->n_ctx; }
+q35_kv_type q35_session_kv_type(const q35_session *s) { return s->kv_f16 ? Q35_KV_F16 : Q35_KV_F32; }
 const q35_model *q35_session_model(const q35_session *s) { return s->m; }

@@ -15,9 +15,10 @@
  *    48  u64      state bytes (the sections below)
  *    56  u64      blob bytes (the caller's opaque data)
  *    64  i32      Gated DeltaNet sub-chunk the state was evaluated with
- *    68  u32      0 (reserved)
+ *    68  u32      KV cache element type: 0 fp32, 1 fp16 (q35_kv_type; 0 in files from before it existed)
  *   sections: scalars at pos | scalars at the mark | tokens i32[P] | keys u64[P] | conv | rec |
- *             mark conv | mark rec | per full layer: key rows f32[P][n_kv*hd], value rows f32[P][n_kv*hd]
+ *             mark conv | mark rec | per full layer: key rows [P][n_kv*hd], value rows [P][n_kv*hd]
+ *             (fp32 or fp16)
  *   blob
  *   u32 CRC-32 (zlib) of every byte before it
  * Saving writes a temporary file next to the target and renames it; loading reads and checks the
@@ -67,8 +68,8 @@ static int list_sections(const q35_session *s, int P, q35_seq_scalars *cur, q35_
     out[n++] = (section){s->mark_conv, sizeof(float) * q35_conv_floats(c)};
     out[n++] = (section){s->mark_rec, sizeof(float) * q35_rec_floats(c)};
     for (int l = 0; l < c->n_full; l++) {
-        out[n++] = (section){s->k_cache + (size_t)l * s->n_ctx * kvw, sizeof(float) * rows};
-        out[n++] = (section){s->v_cache + (size_t)l * s->n_ctx * kvw, sizeof(float) * rows};
+        out[n++] = (section){q35_kv_layer(s, s->k_cache, l), q35_kv_elt(s->kv_f16) * rows};
+        out[n++] = (section){q35_kv_layer(s, s->v_cache, l), q35_kv_elt(s->kv_f16) * rows};
     }
     return n;
 }
@@ -112,6 +113,7 @@ q35_status q35_session_save_ex(const q35_session *s, const char *path, const voi
     put64(h + 48, state_bytes);
     put64(h + 56, blob_len);
     put32(h + 64, (uint32_t)s->sc.gdn_chunk);
+    put32(h + 68, s->kv_f16 ? 1u : 0u);
     const size_t tlen = strlen(path) + 32;
     char *tmp = malloc(tlen);
     if (!tmp) {
@@ -188,6 +190,11 @@ q35_status q35_session_load_ex(q35_session *s, const char *path, void **blob, si
                       scalars_layout);
     else if (P < 0 || mark_pos < 0 || mark_pos > P || cap <= 0)
         st = q35_fail(Q35_ERR_FORMAT, "session file %s: bad positions (pos %d, exact point %d, grid %d)", path, P, mark_pos, cap);
+    else if (get32(h + 68) > 1)
+        st = q35_fail(Q35_ERR_FORMAT, "session file %s: KV cache type %u (expected 0 for fp32 or 1 for fp16)", path, get32(h + 68));
+    else if ((int)get32(h + 68) != s->kv_f16)
+        st = q35_fail(Q35_ERR_ARG, "session file %s: holds an %s KV cache; this session's is %s (--kv-cache %s)", path,
+                      get32(h + 68) ? "fp16" : "fp32", s->kv_f16 ? "fp16" : "fp32", get32(h + 68) ? "f16" : "f32");
     section *sec = NULL;
     int n_sec = 0;
     q35_seq_scalars cur, mark;

@@ -62,8 +62,8 @@ q35_status q35_session_truncate(q35_session *s, int pos) {
     return Q35_OK;
 }
 
-size_t q35_snapshot_bytes(const q35_config *c, int P) {
-    return sizeof(float) * (q35_conv_floats(c) + q35_rec_floats(c) + 2 * (size_t)c->n_full * (size_t)P * q35_kv_row_floats(c)) +
+size_t q35_snapshot_bytes(const q35_config *c, int P, int kv_f16) {
+    return sizeof(float) * (q35_conv_floats(c) + q35_rec_floats(c)) + q35_kv_elt(kv_f16) * 2 * (size_t)c->n_full * (size_t)P * q35_kv_row_floats(c) +
            (sizeof(uint64_t) + sizeof(int32_t)) * (size_t)P + sizeof(q35_snapshot);
 }
 
@@ -79,14 +79,15 @@ void q35_snapshot_free(q35_snapshot *snap) {
 q35_status q35_snapshot_of_mark(const q35_session *s, q35_snapshot *out) {
     const q35_config *c = &s->m->cfg;
     const int P = s->mark_scalars.pos;
-    const size_t kvw = q35_kv_row_floats(c), rows = (size_t)P * kvw;
+    const size_t rows = (size_t)P * q35_kv_row_floats(c) * q35_kv_elt(s->kv_f16); /* bytes of one layer's K (or V) rows */
     memset(out, 0, sizeof *out);
     out->v = s->mark_scalars;
     out->cap = s->sc.cap;
     out->gdn_chunk = s->sc.gdn_chunk;
+    out->kv_f16 = s->kv_f16;
     out->conv = malloc(sizeof(float) * q35_conv_floats(c));
     out->rec = malloc(sizeof(float) * q35_rec_floats(c));
-    out->kv = malloc(sizeof(float) * (2 * (size_t)c->n_full * rows + 1));
+    out->kv = malloc(2 * (size_t)c->n_full * rows + 1);
     out->keys = malloc(sizeof(uint64_t) * ((size_t)P + 1));
     out->tokens = malloc(sizeof(int32_t) * ((size_t)P + 1));
     if (!out->conv || !out->rec || !out->kv || !out->keys || !out->tokens) {
@@ -96,24 +97,24 @@ q35_status q35_snapshot_of_mark(const q35_session *s, q35_snapshot *out) {
     memcpy(out->conv, s->mark_conv, sizeof(float) * q35_conv_floats(c));
     memcpy(out->rec, s->mark_rec, sizeof(float) * q35_rec_floats(c));
     for (int l = 0; l < c->n_full; l++) {
-        memcpy(out->kv + (2 * (size_t)l) * rows, s->k_cache + (size_t)l * s->n_ctx * kvw, sizeof(float) * rows);
-        memcpy(out->kv + (2 * (size_t)l + 1) * rows, s->v_cache + (size_t)l * s->n_ctx * kvw, sizeof(float) * rows);
+        memcpy((char *)out->kv + (2 * (size_t)l) * rows, q35_kv_layer(s, s->k_cache, l), rows);
+        memcpy((char *)out->kv + (2 * (size_t)l + 1) * rows, q35_kv_layer(s, s->v_cache, l), rows);
     }
     memcpy(out->keys, s->keys, sizeof(uint64_t) * (size_t)P);
     memcpy(out->tokens, s->tokens, sizeof(int32_t) * (size_t)P);
-    out->bytes = q35_snapshot_bytes(c, P);
+    out->bytes = q35_snapshot_bytes(c, P, s->kv_f16);
     return Q35_OK;
 }
 
 void q35_snapshot_apply(q35_session *s, const q35_snapshot *snap) {
     const q35_config *c = &s->m->cfg;
     const int P = snap->v.pos;
-    const size_t kvw = q35_kv_row_floats(c), rows = (size_t)P * kvw;
+    const size_t rows = (size_t)P * q35_kv_row_floats(c) * q35_kv_elt(s->kv_f16);
     memcpy(s->conv, snap->conv, sizeof(float) * q35_conv_floats(c));
     memcpy(s->rec, snap->rec, sizeof(float) * q35_rec_floats(c));
     for (int l = 0; l < c->n_full; l++) {
-        memcpy(s->k_cache + (size_t)l * s->n_ctx * kvw, snap->kv + (2 * (size_t)l) * rows, sizeof(float) * rows);
-        memcpy(s->v_cache + (size_t)l * s->n_ctx * kvw, snap->kv + (2 * (size_t)l + 1) * rows, sizeof(float) * rows);
+        memcpy(q35_kv_layer(s, s->k_cache, l), (const char *)snap->kv + (2 * (size_t)l) * rows, rows);
+        memcpy(q35_kv_layer(s, s->v_cache, l), (const char *)snap->kv + (2 * (size_t)l + 1) * rows, rows);
     }
     memcpy(s->keys, snap->keys, sizeof(uint64_t) * (size_t)P);
     memcpy(s->tokens, snap->tokens, sizeof(int32_t) * (size_t)P);

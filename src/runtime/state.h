@@ -45,8 +45,9 @@ struct q35_session {
     float *conv;       /* [n_linear][K-1][C] last K-1 pre-conv qkv rows, oldest first */
     float *conv_taps;  /* [n_linear][K][C] each linear layer's conv taps transposed (read-only) */
     float *rec;        /* [n_linear][Hv][dk][dv] recurrent state, fp32 */
-    float *k_cache;    /* [n_full][n_ctx][n_kv*hd] post-norm, post-RoPE keys */
-    float *v_cache;    /* [n_full][n_ctx][n_kv*hd] values */
+    int kv_f16;        /* the KV cache holds IEEE halves (Q35_KV_F16), else fp32 */
+    void *k_cache;     /* [n_full][n_ctx][n_kv*hd] post-norm, post-RoPE keys (fp32 or fp16) */
+    void *v_cache;     /* [n_full][n_ctx][n_kv*hd] values (fp32 or fp16) */
     float *inv_freq;   /* [rope_dim/2] */
     q35_scratch sc;
     struct q35_lmhead_scratch *head_sc; /* fast greedy (greedy.c), allocated on first use */
@@ -80,7 +81,13 @@ void q35_seq_scalars_get(const struct q35_session *s, q35_seq_scalars *v);
 void q35_seq_scalars_set(struct q35_session *s, const q35_seq_scalars *v);
 size_t q35_conv_floats(const q35_config *c); /* floats of conv (and mark_conv) */
 size_t q35_rec_floats(const q35_config *c);  /* floats of rec (and mark_rec) */
-size_t q35_kv_row_floats(const q35_config *c); /* floats of one position's K (or V) row in one full layer */
+size_t q35_kv_row_floats(const q35_config *c); /* elements of one position's K (or V) row in one full layer */
+/* Bytes of one element of a KV cache: 2 (fp16) or 4 (fp32). */
+static inline size_t q35_kv_elt(int kv_f16) { return kv_f16 ? 2 : 4; }
+/* Full layer `slot`'s rows [n_ctx][n_kv*hd] in a session's K or V cache. */
+static inline void *q35_kv_layer(const struct q35_session *s, void *cache, int slot) {
+    return (char *)cache + (size_t)slot * (size_t)s->n_ctx * q35_kv_row_floats(&s->m->cfg) * q35_kv_elt(s->kv_f16);
+}
 /* Called by the evaluation: whether an evaluation starting now runs on the exact grid, and the
  * mark update after each chunk of it. */
 int q35_snapshot_exact_start(const struct q35_session *s);
@@ -92,22 +99,24 @@ typedef struct q35_snapshot {
     int gdn_chunk;     /* the Gated DeltaNet sub-chunk it was evaluated with */
     float *conv;       /* [n_linear][K-1][C] */
     float *rec;        /* [n_linear][Hv][dk][dv] */
-    float *kv;         /* [n_full][2][P][n_kv*hd] each full layer's key rows, then its value rows */
+    int kv_f16;        /* kv holds IEEE halves (the session's KV cache type) */
+    void *kv;          /* [n_full][2][P][n_kv*hd] each full layer's key rows, then its value rows */
     uint64_t *keys;    /* [P] */
     int32_t *tokens;   /* [P] */
     size_t bytes;      /* bytes of all the above */
 } q35_snapshot;
 q35_status q35_snapshot_of_mark(const struct q35_session *s, q35_snapshot *out);
-/* Make snap the session's current state and its mark (the caller checked that it fits n_ctx). */
+/* Make snap the session's current state and its mark (the caller checked that it fits n_ctx and
+ * that its KV cache type is the session's). */
 void q35_snapshot_apply(struct q35_session *s, const q35_snapshot *snap);
 void q35_snapshot_free(q35_snapshot *snap);
-size_t q35_snapshot_bytes(const q35_config *c, int P);
+size_t q35_snapshot_bytes(const q35_config *c, int P, int kv_f16);
 
 /* A checkpoint fingerprint of the model (config, tensor formats and shapes, a sample of the values). */
 uint64_t q35_model_fingerprint(const q35_model *m);
 
 /* Bytes the recurrent + KV state of one session takes. */
-size_t q35_state_bytes(const q35_config *c, int n_ctx);
+size_t q35_state_bytes(const q35_config *c, int n_ctx, int kv_f16);
 /* The M-RoPE positions pos3 [n][3] of a prompt whose image-token runs take images (already checked
  * to match, in order; NULL: no images) starting at position cur, and (when emb is not NULL) each
  * token's embedding row (emb [n], NULL for text), and (when next is not NULL) next [n]: the position a

@@ -51,6 +51,7 @@ struct srv_engine {
     int n_stop_ids;
     int n_vocab, n_ctx, parallel, max_queue;
     int reuse, prefill_step;
+    q35_kv_type kv_type;
     q35_prefix_cache *cache; /* NULL: each session resumes only from its own exact point */
     slot *slots;           /* [parallel] */
     pthread_t worker;
@@ -348,7 +349,7 @@ static int slot_start(srv_engine *e, slot *sl, srv_job *j) {
     sl->smp = q35_sampler_new(sp, e->n_vocab);
     sl->dec = q35_stream_decoder_new(e->tok);
     sl->counts = j->p.frequency_penalty != 0 ? calloc((size_t)e->n_vocab, sizeof(int)) : NULL;
-    if (!sl->s && q35_session_new(e->m, e->n_ctx, &sl->s)) {
+    if (!sl->s && q35_session_new_ex(e->m, &(q35_session_opts){e->n_ctx, e->kv_type}, &sl->s)) {
         slot_clear(e, sl, SRV_FINISH_ERROR, q35_last_error());
         return -1;
     }
@@ -504,6 +505,7 @@ q35_status srv_engine_new(q35_model *m, const q35_tokenizer *tok, const int32_t 
     e->reuse = o->reuse;
     e->prefill_step = o->prefill_step > 0 ? o->prefill_step : 512;
     e->cache = o->cache;
+    e->kv_type = o->kv_type;
     for (int i = 0; i < n_stop_ids && e->n_stop_ids < 16; i++) e->stop_ids[e->n_stop_ids++] = stop_ids[i];
     e->slots = calloc((size_t)e->parallel, sizeof *e->slots);
     if (!e->slots) {

@@ -41,6 +41,7 @@ typedef struct srv_engine_opts {
     q35_prefix_cache *cache; /* shared checkpoints (NULL: only each session's own); not owned */
     int prefill_step;        /* prompt tokens per step between other requests' decode steps
                                 (rounded down to the chunk grid; 0: 512) */
+    q35_kv_type kv_type;     /* the sessions' KV cache */
 } srv_engine_opts;
 
 /* Takes nothing over: model and tokenizer must outlive the engine. stop_ids: end-of-answer ids. */
