@@ -7,6 +7,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/mm.h"
+#include "kernels/prefetch.h"
 #include "kernels/quant.h"
 #include "q35.h"
 #include "test.h"
@@ -666,8 +667,27 @@ static void isa_selection(void) {
     fprintf(stderr, "  best %s, in use %s\n", q35_isa_name(best), q35_isa_describe());
 }
 
+/* The prefetch table: AMD's differs from the default only where measured; Q35_PF sets every dtype
+ * or named ones, and a malformed entry changes nothing. */
+static void prefetch_table(void) {
+    unsetenv("Q35_PF");
+    q35_pf_setup(0);
+    CHECK(q35_pf_for(Q35_DT_Q6_K).near == 1024 && q35_pf_for(Q35_DT_Q6_K).far == 4096, "default distances");
+    q35_pf_setup(1);
+    CHECK(q35_pf_for(Q35_DT_Q6_K).far == 8192 && q35_pf_for(Q35_DT_Q4_0).far == 16384 && q35_pf_for(Q35_DT_Q8_0).far == 4096,
+          "AMD distances");
+    setenv("Q35_PF", "0,0;q6_k=256,512;bogus=1,2;q8_0=x", 1);
+    q35_pf_setup(1);
+    CHECK(q35_pf_for(Q35_DT_Q4_0).near == 0 && q35_pf_for(Q35_DT_Q4_0).far == 0, "Q35_PF for every dtype");
+    CHECK(q35_pf_for(Q35_DT_Q6_K).near == 256 && q35_pf_for(Q35_DT_Q6_K).far == 512, "Q35_PF per dtype");
+    CHECK(q35_pf_for(Q35_DT_Q8_0).near == 0, "a malformed entry changed a dtype");
+    unsetenv("Q35_PF");
+    q35_pf_setup(0); /* back to a plain table for the other tests */
+}
+
 int main(void) {
     RUN(isa_selection);
+    RUN(prefetch_table);
     RUN(f16_conversion);
     RUN(kat_q8_0);
     RUN(kat_q4_0);

@@ -17,10 +17,11 @@ void q35_headscan_avx2(const uint8_t *rows, size_t row_bytes, const q35_headscan
     const int nb = act->nb;
     const __m256i low = _mm256_set1_epi8(15);
     const __m256i ones = _mm256_set1_epi16(1);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0); /* Q4_0-like rows */
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = rows + (size_t)r * row_bytes;
         const uint8_t *nib = row + 2 * (size_t)nb;
-        q35_pf(row, (int64_t)row_bytes); /* rows lie end to end: one stream */
+        q35_pf(pd, row, (int64_t)row_bytes); /* rows lie end to end: one stream */
         __m256 acc = _mm256_setzero_ps(), acc_g = _mm256_setzero_ps(), acc_e = _mm256_setzero_ps();
         int b = 0;
         for (; b + 8 <= nb; b += 8) {

@@ -11,10 +11,11 @@ void q35_headscan_avx512(const uint8_t *rows, size_t row_bytes, const q35_headsc
                          float *e) {
     const int nb = act->nb;
     const __m512i low = _mm512_set1_epi8(15);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0); /* Q4_0-like rows */
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *row = rows + (size_t)r * row_bytes;
         const uint8_t *nib = row + 2 * (size_t)nb;
-        q35_pf(row, (int64_t)row_bytes); /* rows lie end to end: one stream */
+        q35_pf(pd, row, (int64_t)row_bytes); /* rows lie end to end: one stream */
         __m512 acc = _mm512_setzero_ps(), acc_g = _mm512_setzero_ps(), acc_e = _mm512_setzero_ps();
         int b = 0;
         for (; b + 16 <= nb; b += 16) {

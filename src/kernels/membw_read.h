@@ -12,7 +12,7 @@ uint64_t MEMBW_READ(const uint8_t *p, size_t bytes, int mode) {
     line a = {0}, b = {0}, d = {0}, e = {0};
     for (size_t o = 0; o < bytes; o += 256) {
         if (mode == 1) q35_pf_at(p + o, 256, 1024, 3);
-        else if (mode == 2) q35_pf(p + o, 256);
+        else if (mode == 2) q35_pf(q35_pf_for(Q35_DT_Q4_0), p + o, 256);
         a += *(const line *)(p + o), b += *(const line *)(p + o + 64);
         d += *(const line *)(p + o + 128), e += *(const line *)(p + o + 192);
     }

@@ -56,8 +56,9 @@ INLINE void SUFFIX(q4_tile)(const uint8_t *grp, int64_t nb, int hf, const q35_ac
     const uint8_t *qs = grp + SUFFIX(sbytes16)(nb) + 32 * hf;
     const __m256i m4 = _mm256_set1_epi8(15);
     const int64_t pfs = q35_pf_step(SUFFIX(sbytes16)(nb) + 256 * nb, nb);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0);
     for (int64_t b = 0; b < nb; b++) {
-        if (T == 1 && !hf) q35_pf(grp + b * pfs, pfs); /* the second half reads the group from cache */
+        if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs); /* the second half reads the group from cache */
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + 32 * b + 16 * hf)));
         const uint8_t *cq = qs + 256 * b;
         const size_t base = (size_t)b * a->n + t0;
@@ -112,8 +113,9 @@ INLINE void SUFFIX(q8_tile)(const uint8_t *grp, int64_t nb, int hf, const q35_ac
     for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
     const uint8_t *qs = grp + SUFFIX(sbytes16)(nb) + 32 * hf;
     const int64_t pfs = q35_pf_step(SUFFIX(sbytes16)(nb) + 512 * nb, nb);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q8_0);
     for (int64_t b = 0; b < nb; b++) {
-        if (T == 1 && !hf) q35_pf(grp + b * pfs, pfs);
+        if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs);
         const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + 32 * b + 16 * hf)));
         const uint8_t *cq = qs + 512 * b;
         const size_t base = (size_t)b * a->n + t0;
@@ -157,6 +159,7 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
     for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(15);
     const int64_t pfs = q35_pf_step(2368, 8);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_K);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 2368 * sb;
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * hf)));
@@ -165,7 +168,7 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
             const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 64 + 16 * s + 8 * hf)));
             const __m256i mm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 192 + 16 * s + 8 * hf)));
             const uint8_t *cq = p + 320 + 256 * s + 32 * hf;
-            if (T == 1 && !hf) q35_pf(grp + (8 * sb + s) * pfs, pfs);
+            if (T == 1 && !hf) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
             const int8_t *aq = a->q + base * 32;
             __m256i dot[4];
@@ -210,6 +213,7 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
     for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
     const int64_t pfs = q35_pf_step(3360, 8);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q6_K);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 3360 * sb;
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * hf)));
@@ -217,7 +221,7 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
             const __m256i sc0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s) + 8 * hf)));
             const __m256i sc1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s + 1) + 8 * hf)));
             const uint8_t *L = p + 288 + 384 * s + 32 * hf, *H = p + 288 + 384 * s + 256 + 32 * hf;
-            if (T == 1 && !hf) q35_pf(grp + (8 * sb + s) * pfs, pfs);
+            if (T == 1 && !hf) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
             const int8_t *aq = a->q + base * 32;
             __m256i s0[4], s1[4];
@@ -306,6 +310,7 @@ INLINE float hsum8(__m256 v) {
 INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const int T, const int kind) {
     const int64_t cols = jb->cols;
     const size_t esz = kind == WF32 ? 4 : 2;
+    const q35_pf_dist pd = q35_pf_for(kind == WF32 ? Q35_DT_F32 : kind == WF16 ? Q35_DT_F16 : Q35_DT_BF16);
     __m256 acc[4][2];
     UNROLL
     for (int i = 0; i < R; i++)
@@ -317,7 +322,7 @@ INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const 
     for (; k + 8 <= cols; k += 8) {
         __m256 x[2], w[4];
         if (T == 1) /* the tile's R rows lie end to end: one stream of R * cols * esz bytes */
-            q35_pf(w0 + (size_t)k * R * esz, (int64_t)(8 * R * esz));
+            q35_pf(pd, w0 + (size_t)k * R * esz, (int64_t)(8 * R * esz));
         UNROLL
         for (int t = 0; t < T; t++) x[t] = _mm256_loadu_ps(x0 + (int64_t)t * cols + k);
         UNROLL

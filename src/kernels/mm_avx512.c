@@ -39,8 +39,9 @@ INLINE void q4_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, co
     const uint8_t *qs = grp + scale_bytes16(nb);
     const __m512i m4 = _mm512_set1_epi8(15);
     const int64_t pfs = q35_pf_step(scale_bytes16(nb) + 256 * nb, nb);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0);
     for (int64_t b = 0; b < nb; b++) {
-        if (T == 1) q35_pf(grp + b * pfs, pfs);
+        if (T == 1) q35_pf(pd, grp + b * pfs, pfs);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * b)));
         const uint8_t *cq = qs + 256 * b;
         const size_t base = (size_t)b * a->n + t0;
@@ -90,8 +91,9 @@ INLINE void q8_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, co
     for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
     const uint8_t *qs = grp + scale_bytes16(nb);
     const int64_t pfs = q35_pf_step(scale_bytes16(nb) + 512 * nb, nb);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q8_0);
     for (int64_t b = 0; b < nb; b++) {
-        if (T == 1) q35_pf(grp + b * pfs, pfs);
+        if (T == 1) q35_pf(pd, grp + b * pfs, pfs);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * b)));
         const uint8_t *cq = qs + 512 * b;
         __m512i w[8];
@@ -121,6 +123,7 @@ INLINE void q4k_tile(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, 
     for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(15);
     const int64_t pfs = q35_pf_step(2368, 8);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_K);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 2368 * sb;
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
@@ -129,7 +132,7 @@ INLINE void q4k_tile(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, 
             const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s)));
             const __m512i mm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s)));
             const uint8_t *cq = p + 320 + 256 * s;
-            if (T == 1) q35_pf(grp + (8 * sb + s) * pfs, pfs);
+            if (T == 1) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
             __m512i lo[4], hi[4];
             UNROLL
             for (int c = 0; c < 4; c++) {
@@ -167,6 +170,7 @@ INLINE void q6k_tile(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, 
     for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
     const int64_t pfs = q35_pf_step(3360, 8);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q6_K);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 3360 * sb;
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
@@ -174,7 +178,7 @@ INLINE void q6k_tile(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, 
             const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s))));
             const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1))));
             const uint8_t *L = p + 288 + 384 * s, *H = L + 256;
-            if (T == 1) q35_pf(grp + (8 * sb + s) * pfs, pfs);
+            if (T == 1) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
             __m512i w[8];
             const __m512i h0 = _mm512_loadu_si512((const void *)H), h1 = _mm512_loadu_si512((const void *)(H + 64));
             UNROLL
@@ -253,6 +257,7 @@ INLINE __m512 wload(const void *w, int64_t i, const int kind, __mmask16 m) {
 INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const int T, const int kind) {
     const int64_t cols = jb->cols;
     const size_t esz = kind == WF32 ? 4 : 2;
+    const q35_pf_dist pd = q35_pf_for(kind == WF32 ? Q35_DT_F32 : kind == WF16 ? Q35_DT_F16 : Q35_DT_BF16);
     __m512 acc[4][4];
     UNROLL
     for (int i = 0; i < R; i++)
@@ -264,7 +269,7 @@ INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const 
     for (; k + 16 <= cols; k += 16) {
         __m512 x[4], w[4];
         if (T == 1) /* the tile's R rows lie end to end: one stream of R * cols * esz bytes */
-            q35_pf(w0 + (size_t)k * R * esz, (int64_t)(16 * R * esz));
+            q35_pf(pd, w0 + (size_t)k * R * esz, (int64_t)(16 * R * esz));
         UNROLL
         for (int t = 0; t < T; t++) x[t] = _mm512_loadu_ps(x0 + (int64_t)t * cols + k);
         UNROLL

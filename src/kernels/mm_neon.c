@@ -56,8 +56,9 @@ INLINE void q4_tile(const uint8_t *grp, int64_t nb, int qt, const q35_act *a, in
     const uint8_t *qs = grp + sbytes16(nb) + 16 * qt;
     const uint8x16_t m4 = vdupq_n_u8(15);
     const int64_t pfs = q35_pf_step(sbytes16(nb) + 256 * nb, nb);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0);
     for (int64_t b = 0; b < nb; b++) {
-        if (T == 1 && !qt) q35_pf(grp + b * pfs, pfs); /* later quarters read the group from cache */
+        if (T == 1 && !qt) q35_pf(pd, grp + b * pfs, pfs); /* later quarters read the group from cache */
         const float32x4_t dw = h4(grp + 32 * b + 8 * qt);
         const uint8_t *cq = qs + 256 * b;
         int8x16_t lo[4], hi[4];
@@ -92,8 +93,9 @@ INLINE void q8_tile(const uint8_t *grp, int64_t nb, int qt, const q35_act *a, in
     const uint8_t *qs = grp + sbytes16(nb) + 16 * qt;
     const uint8x16_t x80 = vdupq_n_u8(0x80);
     const int64_t pfs = q35_pf_step(sbytes16(nb) + 512 * nb, nb);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q8_0);
     for (int64_t b = 0; b < nb; b++) {
-        if (T == 1 && !qt) q35_pf(grp + b * pfs, pfs);
+        if (T == 1 && !qt) q35_pf(pd, grp + b * pfs, pfs);
         const float32x4_t dw = h4(grp + 32 * b + 8 * qt);
         const uint8_t *cq = qs + 512 * b;
         int8x16_t w[8];
@@ -123,13 +125,14 @@ INLINE void q4k_tile(const uint8_t *grp, int64_t nsb, int qt, const q35_act *a, 
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
     const uint8x16_t m4 = vdupq_n_u8(15);
     const int64_t pfs = q35_pf_step(2368, 8);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_K);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 2368 * sb;
         const float32x4_t d = h4(p + 8 * qt), dmin = h4(p + 32 + 8 * qt);
         for (int s = 0; s < 8; s++) {
             const int32x4_t sc = u8x4_s32(p + 64 + 16 * s + 4 * qt), mm = u8x4_s32(p + 192 + 16 * s + 4 * qt);
             const uint8_t *cq = p + 320 + 256 * s + 16 * qt;
-            if (T == 1 && !qt) q35_pf(grp + (8 * sb + s) * pfs, pfs);
+            if (T == 1 && !qt) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
             int8x16_t lo[4], hi[4];
             UNROLL
             for (int c = 0; c < 4; c++) {
@@ -164,13 +167,14 @@ INLINE void q6k_tile(const uint8_t *grp, int64_t nsb, int qt, const q35_act *a, 
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
     const uint8x16_t m4 = vdupq_n_u8(15), m30 = vdupq_n_u8(0x30);
     const int64_t pfs = q35_pf_step(3360, 8);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q6_K);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 3360 * sb;
         const float32x4_t d = h4(p + 8 * qt);
         for (int s = 0; s < 8; s++) {
             const int32x4_t sc0 = s8x4_s32(p + 32 + 16 * (2 * s) + 4 * qt), sc1 = s8x4_s32(p + 32 + 16 * (2 * s + 1) + 4 * qt);
             const uint8_t *L = p + 288 + 384 * s + 16 * qt, *H = p + 288 + 384 * s + 256 + 16 * qt;
-            if (T == 1 && !qt) q35_pf(grp + (8 * sb + s) * pfs, pfs);
+            if (T == 1 && !qt) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
             const uint8x16_t h0 = vld1q_u8(H), h1 = vld1q_u8(H + 64);
             const uint8x16_t t0l = vshlq_n_u8(h0, 4), t1l = vshlq_n_u8(h0, 2), t3l = vshrq_n_u8(h0, 2);
             const uint8x16_t t0h = vshlq_n_u8(h1, 4), t1h = vshlq_n_u8(h1, 2), t3h = vshrq_n_u8(h1, 2);
@@ -240,6 +244,7 @@ static float wscalar(const void *w, int64_t i, int kind) {
 INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const int T, const int kind) {
     const int64_t cols = jb->cols;
     const size_t esz = kind == WF32 ? 4 : 2;
+    const q35_pf_dist pd = q35_pf_for(kind == WF32 ? Q35_DT_F32 : kind == WF16 ? Q35_DT_F16 : Q35_DT_BF16);
     float32x4_t acc[4][4];
     UNROLL
     for (int i = 0; i < R; i++)
@@ -251,7 +256,7 @@ INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const 
     for (; k + 4 <= cols; k += 4) {
         float32x4_t x[4], w[4];
         if (T == 1) /* the tile's R rows lie end to end: one stream of R * cols * esz bytes */
-            q35_pf(w0 + (size_t)k * R * esz, (int64_t)(4 * R * esz));
+            q35_pf(pd, w0 + (size_t)k * R * esz, (int64_t)(4 * R * esz));
         UNROLL
         for (int t = 0; t < T; t++) x[t] = vld1q_f32(x0 + (int64_t)t * cols + k);
         UNROLL
