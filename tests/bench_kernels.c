@@ -1,7 +1,8 @@
 /* Kernel throughput on the Qwen3.5-0.8B layer shapes (build: make bench-kernels; run:
  * build/bench_kernels [-r REPS] [-l LAYERS] [-i ISA] [--head] [format...]; ISA: only that one,
  * default all; --head adds the LM head, 248320x1024 at n = 1; --attn N instead: generation's
- * attention over an N-position fp32 KV cache of the 0.8B shapes, 1 thread).
+ * attention over an N-position fp32 / fp16 KV cache of the 0.8B shapes, 1 thread; --recur
+ * instead: one token's delta rule over the 0.8B recurrent state, 1 thread).
  * For each format, ISA and thread count (1, 2): n = 1 over LAYERS copies of one layer's six
  * matrices (in_qkv 6144x1024, in_z 2048x1024, out 1024x2048, gate/up 3584x1024, down 1024x3584),
  * distinct memory so the weights stream from DRAM as in generation: GB/s of weight bytes; n = 64
@@ -161,13 +162,52 @@ static int bench_attention(int n_kv, int reps) {
     return 0;
 }
 
+/* One generated token's delta rule over the 0.8B recurrent state (18 layers x 16 heads of 128 x
+ * 128 fp32, 18.9 MB read and written) per ISA, 1 thread, with a 128 MiB read before each run so
+ * the state comes from DRAM as in generation (it would fit in a large L3): GB/s read + written. */
+static int bench_recur(int reps) {
+    enum { L = 18, H = 16, DK = 128, DV = 128 };
+    const size_t per = (size_t)DK * DV, flush = (size_t)128 << 20;
+    float *S = q35_huge_alloc(sizeof(float) * L * H * per), *F = q35_huge_alloc(flush);
+    if (!S || !F) return 1;
+    for (size_t i = 0; i < (size_t)L * H * per; i++) S[i] = frand() * 0.01f;
+    for (size_t i = 0; i < flush / 4; i++) F[i] = 1;
+    float q[DK], k[DK], v[DV], o[DV], g = -0.1f, beta = 0.5f, sink = 0;
+    for (int i = 0; i < DK; i++) q[i] = k[i] = frand() * 0.1f;
+    for (int i = 0; i < DV; i++) v[i] = frand();
+    printf("delta rule of one token over %d layers x %d heads (%.1f MB of fp32 state, read and written), 1 thread\n", L, H,
+           L * H * per * 4 / 1e6);
+    const char *isas[] = {"avx512", "avx2", "scalar"};
+    for (int i = 0; i < 3; i++) {
+        const q35_gdn_kernels *kn = q35_gdn_kernels_isa(isas[i]);
+        if (!kn) continue;
+        double t[32];
+        for (int r = 0; r < reps; r++) {
+            for (size_t x = 0; x < flush / 4; x += 16) sink += F[x];
+            const double t0 = now();
+            for (int l = 0; l < L; l++)
+                for (int h = 0; h < H; h++) {
+                    const q35_gdn_head hd = {q, k, v, DK, &g, &beta, o, DV, S + ((size_t)l * H + h) * per, 1, DK, DV};
+                    kn->recur(&hd);
+                }
+            t[r] = now() - t0;
+        }
+        const double tm = median(t, reps);
+        printf("%-7s %8.3f ms  %6.1f GB/s\n", kn->name, tm * 1e3, 2.0 * L * H * per * 4 / tm / 1e9);
+    }
+    if (sink == -1.0f) printf("\n");
+    q35_huge_free(S), q35_huge_free(F);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int reps = 7, layers = 24, nfmt = 0, only = -1, head = 0, attn = 0;
+    int reps = 7, layers = 24, nfmt = 0, only = -1, head = 0, attn = 0, recur = 0;
     q35_dtype fmts[16];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-l") && i + 1 < argc) layers = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--head")) head = 1;
+        else if (!strcmp(argv[i], "--recur")) recur = 1;
         else if (!strcmp(argv[i], "--attn") && i + 1 < argc) attn = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-i") && i + 1 < argc) {
             ++i;
@@ -188,6 +228,7 @@ int main(int argc, char **argv) {
     const double bw1 = q35_read_bandwidth((size_t)1 << 30, 1, reps), bw2 = q35_read_bandwidth((size_t)1 << 30, 2, reps);
     printf("read bandwidth (1 GiB on huge pages, best of %d): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", 3 * reps, bw1, bw2);
     if (attn > 0) return bench_attention(attn, reps);
+    if (recur) return bench_recur(reps);
     float *X = malloc(sizeof(float) * 64 * 3584), *Y = malloc(sizeof(float) * 64 * 6144);
     for (int i = 0; i < 64 * 3584; i++) X[i] = frand();
     const q35_isa best = q35_isa_best();

@@ -391,8 +391,13 @@ static void FN(conv_silu)(float *x, int ld, float *state, const float *taps_t, i
 /* ---------------------------------------------------------------- token recurrence */
 
 /* Columns [c0, c0 + (nv-1)*VL + tail) of the state, every token: the state block stays in L1. */
+/* Rows of the state a token's first pass prefetches ahead: 16 rows of 128 floats = 8 KiB. Measured
+ * on Zen 4 (18 layers x 16 heads of 128 x 128, one token, L3 flushed before each run): 2.0 ms
+ * without, 1.47-1.53 ms with 16 rows, 1.64-1.77 with 8. */
+#define RECUR_PF 16
+
 static ALWAYS_INLINE void FN(recur_block)(const int nv, const int masked, int tail, const q35_gdn_head *h, int c0) {
-    const int dk = h->dk, dv = h->dv, ld = h->ld;
+    const int dk = h->dk, dv = h->dv, ld = h->ld, w = (nv - 1) * VL + tail;
     float *S = h->S + c0;
     for (int t = 0; t < h->n; t++) {
         const float *q = h->q + (size_t)t * ld, *k = h->k + (size_t)t * ld, *v = h->v + (size_t)t * ld + c0;
@@ -404,6 +409,12 @@ static ALWAYS_INLINE void FN(recur_block)(const int nv, const int masked, int ta
         for (; i + 1 < dk; i += 2) { /* u = S^T k (two accumulator sets: half the FMA chain) */
             const float *r0 = S + (size_t)i * dv, *r1 = r0 + dv;
             const vec k0 = VSET1(k[i]), k1 = VSET1(k[i + 1]);
+            /* the state streams from memory: its rows RECUR_PF ahead into L2 (past the head's last
+             * row: the next head's first ones) */
+            for (int j = 0; j < w; j += 16) {
+                __builtin_prefetch(r0 + (size_t)RECUR_PF * dv + j, 0, 2);
+                __builtin_prefetch(r1 + (size_t)RECUR_PF * dv + j, 0, 2);
+            }
 #pragma GCC unroll 8
             for (int j = 0; j < nv; j++) {
                 const int m = masked && j == nv - 1;
