@@ -669,7 +669,7 @@ static void random_ids(const char *name, int p, int T, int V, int32_t *ids) {
     for (int t = 0; t < T; t++) ids[t] = (int32_t)(splitmix(&s) % (uint64_t)V);
 }
 
-static void add_variant(int fi, variant *v, q35_model *m, int owned, const char *label) {
+static void add_variant_kv(int fi, variant *v, q35_model *m, int owned, const char *label, q35_kv_type kv_type) {
     if (!m) {
         if (owned) printf("# %s: variant '%s' skipped (%s)\n", fixtures[fi].name, label, "a tensor's columns do not fit the format");
         return;
@@ -683,11 +683,13 @@ static void add_variant(int fi, variant *v, q35_model *m, int owned, const char 
     x->m = m;
     x->owned = owned;
     x->bf16dot = 0;
-    x->kv_type = Q35_KV_F32;
+    x->kv_type = kv_type;
     snprintf(x->label, sizeof x->label, "%s", label);
     snprintf(labels[fi][n_variants[fi]], sizeof labels[fi][0], "%s", label);
     n_variants[fi]++;
 }
+
+static void add_variant(int fi, variant *v, q35_model *m, int owned, const char *label) { add_variant_kv(fi, v, m, owned, label, Q35_KV_F32); }
 
 static void measure_fixture(int fi) {
     const fixture *fx = &fixtures[fi];
@@ -716,8 +718,7 @@ static void measure_fixture(int fi) {
         }
         add_variant(fi, v, q[f], 0, fmt[f]);
     }
-    add_variant(fi, v, full, 0, "full precision, f16 KV cache"); /* the 4th: --kv-cache f16 */
-    if (n_variants[fi] == 4) v[3].kv_type = Q35_KV_F16;
+    add_variant_kv(fi, v, full, 0, "full precision, f16 KV cache", Q35_KV_F16); /* the 4th: --kv-cache f16 */
     if (ablation) {
         /* calibration: the full-precision values through other arithmetic */
         add_variant(fi, v, mixed(dir, NULL, G_ALL, 1, Q35_DT_F32), 1, "bf16 values as f32 (f32 kernels: summation order only)");

@@ -384,7 +384,9 @@ int cmd_bench(int argc, char **argv) {
         const double rss_mb = peak_rss_mb(), per_tok_mb = info.bytes_per_token / 1e6, state_mb = info.state_bytes / 1e6;
         /* the KV cache a generated token reads, on average: the token at position p reads p + 1
          * rows, and the generated tokens sit at positions n_prompt .. n_prompt + n_gen - 1 */
-        const double kv_mb = info.kv_bytes_per_pos * (kv_type == Q35_KV_F16 ? 0.5 : 1.0) * (n_prompt + (n_gen + 1) / 2.0) / 1e6;
+        const int kv16 = kv_type == Q35_KV_F16;
+        const char *kv_name = kv16 ? "f16" : "f32";
+        const double kv_mb = info.kv_bytes_per_pos * (kv16 ? 0.5 : 1.0) * (n_prompt + (n_gen + 1) / 2.0) / 1e6;
         const double limit = bw > 0 ? bw * 1e3 / per_tok_mb : 0;
         /* every token also reads and writes the fp32 recurrent state and reads the KV cache: the limit with those bytes too */
         const double limit_all = bw > 0 ? bw * 1e3 / (per_tok_mb + 2 * state_mb + kv_mb) : 0;
@@ -397,7 +399,7 @@ int cmd_bench(int argc, char **argv) {
                    " \"load_s\": %.2f}\n",
                    synthetic ? synthetic : dir, info.weight_format, info.head_format, load ? "memory" : "mmap", q35_get_threads(), n_prompt,
                    n_gen, reps, p.median, p.lo, p.hi, g.median, g.lo, g.hi, info.weight_bytes, info.bytes_per_token, info.state_bytes,
-                   kv_type == Q35_KV_F16 ? "f16" : "f32", kv_mb * 1e6, rss_mb, bw,
+                   kv_name, kv_mb * 1e6, rss_mb, bw,
                    limit, limit > 0 ? g.median / limit : 0, limit_all, limit_all > 0 ? g.median / limit_all : 0, load_s);
         } else {
             printf("model          %s (%d layers, hidden %d, vocab %d)\n", synthetic ? synthetic : dir, info.n_layers, info.hidden,
@@ -416,7 +418,7 @@ int cmd_bench(int argc, char **argv) {
                    limit, limit > 0 ? 100 * g.median / limit : 0);
             printf("with state     + %.0f MB recurrent state read and written + %.0f MB %s KV cache read per token -> limit %.1f tok/s; "
                    "reached %.0f%%\n",
-                   state_mb, kv_mb, kv_type == Q35_KV_F16 ? "f16" : "f32", limit_all, limit_all > 0 ? 100 * g.median / limit_all : 0);
+                   state_mb, kv_mb, kv_name, limit_all, limit_all > 0 ? 100 * g.median / limit_all : 0);
             printf("peak RSS       %.0f MB (weights %.0f MB); load %.2f s\n", rss_mb, info.weight_bytes / 1e6, load_s);
         }
     }
