@@ -66,16 +66,20 @@ INLINE void q4_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, co
             lo[c] = _mm512_and_si512(v, m4);
             hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         }
+        __m512i s[8];
+        UNROLL
+        for (int j = 0; j < T; j++) s[j] = _mm512_set1_epi32(a->s[base + j]);
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            UNROLL
+            for (int j = 0; j < T; j++) s[j] = _mm512_dpbusd_epi32(s[j], lo[c], bcast32(aq + 32 * j + 4 * c));
+            UNROLL
+            for (int j = 0; j < T; j++) s[j] = _mm512_dpbusd_epi32(s[j], hi[c], bcast32(aq + 32 * j + 16 + 4 * c));
+        }
         UNROLL
         for (int j = 0; j < T; j++) {
-            __m512i s = _mm512_set1_epi32(a->s[base + j]);
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                s = _mm512_dpbusd_epi32(s, lo[c], bcast32(aq + 32 * j + 4 * c));
-                s = _mm512_dpbusd_epi32(s, hi[c], bcast32(aq + 32 * j + 16 + 4 * c));
-            }
             const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base + j]));
-            acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s), acc[j]);
+            acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s[j]), acc[j]);
         }
     }
     UNROLL
@@ -101,13 +105,18 @@ INLINE void q8_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, co
         for (int c = 0; c < 8; c++) w[c] = _mm512_loadu_si512((const void *)(cq + 64 * c));
         const size_t base = (size_t)b * a->n + t0;
         const int8_t *aq = a->q + base * 32;
+        __m512i s[8];
+        UNROLL
+        for (int j = 0; j < T; j++) s[j] = _mm512_set1_epi32(a->s[base + j]);
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            UNROLL
+            for (int j = 0; j < T; j++) s[j] = _mm512_dpbusd_epi32(s[j], w[c], bcast32(aq + 32 * j + 4 * c));
+        }
         UNROLL
         for (int j = 0; j < T; j++) {
-            __m512i s = _mm512_set1_epi32(a->s[base + j]);
-            UNROLL
-            for (int c = 0; c < 8; c++) s = _mm512_dpbusd_epi32(s, w[c], bcast32(aq + 32 * j + 4 * c));
             const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base + j]));
-            acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s), acc[j]);
+            acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s[j]), acc[j]);
         }
     }
     UNROLL
@@ -142,14 +151,19 @@ INLINE void q4k_tile(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, 
             }
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
             const int8_t *aq = a->q + base * 32;
+            __m512i dots[8];
+            UNROLL
+            for (int j = 0; j < T; j++) dots[j] = _mm512_setzero_si512();
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                UNROLL
+                for (int j = 0; j < T; j++) dots[j] = _mm512_dpbusd_epi32(dots[j], lo[c], bcast32(aq + 32 * j + 4 * c));
+                UNROLL
+                for (int j = 0; j < T; j++) dots[j] = _mm512_dpbusd_epi32(dots[j], hi[c], bcast32(aq + 32 * j + 16 + 4 * c));
+            }
             UNROLL
             for (int j = 0; j < T; j++) {
-                __m512i dot = _mm512_setzero_si512();
-                UNROLL
-                for (int c = 0; c < 4; c++) {
-                    dot = _mm512_dpbusd_epi32(dot, lo[c], bcast32(aq + 32 * j + 4 * c));
-                    dot = _mm512_dpbusd_epi32(dot, hi[c], bcast32(aq + 32 * j + 16 + 4 * c));
-                }
+                const __m512i dot = dots[j];
                 const __m512 da = _mm512_set1_ps(a->d[base + j]);
                 const __m512i msum = _mm512_mullo_epi32(mm, _mm512_set1_epi32(a->s[base + j]));
                 acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(_mm512_mullo_epi32(dot, sc)), acc[j]);
