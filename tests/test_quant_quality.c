@@ -31,6 +31,7 @@
 #include <time.h>
 
 #include "core/file.h"
+#include "core/hugemem.h"
 #include "formats/json.h"
 #include "formats/safetensors.h"
 #include "kernels/kernels.h"
@@ -376,10 +377,11 @@ static int take_tensor(q35_model *m, q35_tensor *d, const q35_tensor *src, int c
     }
     const int64_t rows = s.shape[0], cols = s.shape[1];
     if (via != Q35_DT_F32 && !q35_quant_supports(via, cols)) return -1;
-    float *buf = malloc(sizeof(float) * (size_t)(rows * cols));
+    /* the model frees what it owns with q35_huge_free */
+    float *buf = q35_huge_alloc(sizeof(float) * (size_t)(rows * cols));
     uint8_t *qb = malloc(q35_row_bytes(via, cols) + 64);
     if (!buf || !qb || own_buf(m, buf)) {
-        free(buf);
+        q35_huge_free(buf);
         free(qb);
         return -1;
     }
@@ -730,8 +732,9 @@ static void measure_fixture(int fi) {
         add_variant(fi, v, mixed(dir, q[0], G_LAYERS | G_AB, 0, Q35_DT_F32), 1, "q8 layers only (head, embedding full)");
         add_variant(fi, v, mixed(dir, q[1], G_LAYERS | G_AB, 0, Q35_DT_F32), 1, "q4 layers only (head, embedding full)");
         add_variant(fi, v, mixed(dir, q[2], G_LAYERS | G_AB, 0, Q35_DT_F32), 1, "q4_0 layers only (head, embedding full)");
-        add_variant(fi, v, mixed(dir, q[0], G_HEAD, 0, Q35_DT_F32), 1, "LM head Q8_0 only");
-        add_variant(fi, v, mixed(dir, q[0], G_EMBED, 0, Q35_DT_F32), 1, "embedding Q8_0 only");
+        /* q8 keeps the head and embedding as stored, so these round-trip them through Q8_0 here */
+        add_variant(fi, v, mixed(dir, NULL, G_HEAD, 1, Q35_DT_Q8_0), 1, "LM head Q8_0 only (f32 activations)");
+        add_variant(fi, v, mixed(dir, NULL, G_EMBED, 1, Q35_DT_Q8_0), 1, "embedding Q8_0 only");
         add_variant(fi, v, mixed(dir, NULL, G_HEAD, 1, Q35_DT_Q4_0), 1, "LM head Q4_0 only (f32 activations)");
         add_variant(fi, v, mixed(dir, NULL, G_HEAD, 1, Q35_DT_Q4R), 1, "LM head Q4R only (f32 activations)");
         add_variant(fi, v, mixed(dir, NULL, G_HEAD, 1, Q35_DT_Q6_K), 1, "LM head Q6_K only (f32 activations)");
