@@ -674,7 +674,8 @@ static void prefetch_table(void) {
     q35_pf_setup(0);
     CHECK(q35_pf_for(Q35_DT_Q6_K).near == 1024 && q35_pf_for(Q35_DT_Q6_K).far == 4096, "default distances");
     q35_pf_setup(1);
-    CHECK(q35_pf_for(Q35_DT_Q6_K).far == 8192 && q35_pf_for(Q35_DT_Q4_0).far == 16384 && q35_pf_for(Q35_DT_Q8_0).far == 4096,
+    CHECK(q35_pf_for(Q35_DT_Q6_K).far == 8192 && q35_pf_for(Q35_DT_Q4_0).far == 16384 && q35_pf_for(Q35_DT_Q8_0).far == 16384 &&
+              q35_pf_for(Q35_DT_BF16).far == 16384 && q35_pf_for(Q35_DT_F16).far == 4096,
           "AMD distances");
     setenv("Q35_PF", "0,0;q6_k=256,512;bogus=1,2;q8_0=x", 1);
     q35_pf_setup(1);

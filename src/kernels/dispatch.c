@@ -115,10 +115,11 @@ static int parse_pf(const char *s, q35_pf_dist *d) {
 void q35_pf_setup(int amd) {
     for (int i = 0; i < Q35_DT_COUNT; i++) q35_pf_table[i] = (q35_pf_dist)PF_DEFAULT;
     if (amd) {
-        /* Zen 4 (docs/speed.md, "Prefetch distances"): the 4-bit and 6-bit kernels, which do the
-         * most work per byte, stream best with the T1 prefetch further ahead; Q8_0 and the float
-         * formats keep Intel's distances. */
+        /* Zen 4 (docs/speed.md, "Prefetch distances"): the block formats and bf16 stream best with
+         * the T1 prefetch further ahead (Q8_0 and bf16 measured end to end; the Q8_0 kernel alone
+         * preferred 4 KiB); f16 and f32, not measured there, keep Intel's distances. */
         q35_pf_table[Q35_DT_Q6_K] = (q35_pf_dist){2048, 8192};
+        q35_pf_table[Q35_DT_Q8_0] = q35_pf_table[Q35_DT_BF16] = (q35_pf_dist){2048, 16384};
         q35_pf_table[Q35_DT_Q4_0] = q35_pf_table[Q35_DT_Q4R] = q35_pf_table[Q35_DT_Q4_K] = (q35_pf_dist){1024, 16384};
     }
     const char *e = getenv("Q35_PF");
