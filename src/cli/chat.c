@@ -74,11 +74,9 @@ int cmd_chat(int argc, char **argv) {
     const char *dir = NULL;
     char *system = NULL;
     int quiet = 0;
-    for (int i = 1; i < argc; i++)
-        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) dir = argv[i + 1];
     char side_buf[4096];
     cli_gen g;
-    cli_gen_defaults(&g, cli_side_dir(dir, side_buf, sizeof side_buf));
+    cli_gen_defaults_for_args(&g, argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         int r = cli_gen_option(&g, argc, argv, &i);

@@ -174,6 +174,14 @@ void cli_gen_defaults(cli_gen *g, const char *dir) {
     g->cache_mib = 512;
 }
 
+void cli_gen_defaults_for_args(cli_gen *g, int argc, char **argv) {
+    const char *model = NULL;
+    for (int i = 1; i + 1 < argc; i++)
+        if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) model = argv[i + 1];
+    char side_buf[4096];
+    cli_gen_defaults(g, cli_side_dir(model, side_buf, sizeof side_buf));
+}
+
 void cli_gen_help(FILE *f) {
     fprintf(f,
             "  -n N                  max tokens to generate (default 256)\n"

@@ -53,6 +53,9 @@ typedef struct cli_gen {
 int cli_gen_option(cli_gen *g, int argc, char **argv, int *i);
 void cli_gen_help(FILE *f);
 void cli_gen_defaults(cli_gen *g, const char *dir);
+/* cli_gen_defaults with the side directory of the model named by -m/--model in argv (before the
+ * options are parsed, so that they override generation_config.json). */
+void cli_gen_defaults_for_args(cli_gen *g, int argc, char **argv);
 
 /* Evaluate prompt ids then generate until a stop id, n_predict or *interrupt; streams text (or
  * ids) to out. Reports speed on stderr when verbose. Returns 0 or the exit status. The generated

@@ -54,11 +54,9 @@ static void model_id_of(const char *path, char *out, size_t cap) {
 int cmd_serve(int argc, char **argv) {
     const char *dir = NULL, *host = "127.0.0.1", *api_key = NULL;
     long port = 8080, parallel = 4, max_body = 16 << 20;
-    for (int i = 1; i < argc; i++)
-        if ((!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) && i + 1 < argc) dir = argv[i + 1];
     char side_buf[4096];
     cli_gen g;
-    cli_gen_defaults(&g, cli_side_dir(dir, side_buf, sizeof side_buf));
+    cli_gen_defaults_for_args(&g, argc, argv);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
