@@ -667,12 +667,14 @@ static void isa_selection(void) {
     fprintf(stderr, "  best %s, in use %s\n", q35_isa_name(best), q35_isa_describe());
 }
 
-/* The prefetch table: AMD's differs from the default only where measured; Q35_PF sets every dtype
+/* The prefetch table: each vendor's differs from the default only where measured; Q35_PF sets every dtype
  * or named ones, and a malformed entry changes nothing. */
 static void prefetch_table(void) {
     unsetenv("Q35_PF");
     q35_pf_setup(0);
-    CHECK(q35_pf_for(Q35_DT_Q6_K).near == 1024 && q35_pf_for(Q35_DT_Q6_K).far == 4096, "default distances");
+    CHECK(q35_pf_for(Q35_DT_Q4_0).near == 1024 && q35_pf_for(Q35_DT_Q4_0).far == 4096 && q35_pf_for(Q35_DT_Q6_K).near == 512 &&
+              q35_pf_for(Q35_DT_Q6_K).far == 3072,
+          "default distances");
     q35_pf_setup(1);
     CHECK(q35_pf_for(Q35_DT_Q6_K).far == 8192 && q35_pf_for(Q35_DT_Q4_0).far == 16384 && q35_pf_for(Q35_DT_Q8_0).far == 16384 &&
               q35_pf_for(Q35_DT_BF16).far == 16384 && q35_pf_for(Q35_DT_F16).far == 4096,
