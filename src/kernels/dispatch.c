@@ -114,8 +114,9 @@ static int parse_pf(const char *s, q35_pf_dist *d) {
 
 void q35_pf_setup(int amd) {
     for (int i = 0; i < Q35_DT_COUNT; i++) q35_pf_table[i] = (q35_pf_dist)PF_DEFAULT;
-    /* Intel (docs/speed.md, "Back on the Intel VM"): the Q6_K kernel, the most work per byte,
-     * streams 4% faster alone and 0.3-3.7% end to end with both distances shorter. */
+    /* Every CPU but AMD's (measured on Intel, docs/speed.md "Back on the Intel VM"; ARM untuned):
+     * the Q6_K kernel, the most work per byte, streams 4% faster alone and 0.3-3.7% end to end
+     * with both distances shorter. */
     q35_pf_table[Q35_DT_Q6_K] = (q35_pf_dist){512, 3072};
     if (amd) {
         /* Zen 4 (docs/speed.md, "Prefetch distances"): the block formats and bf16 stream best with
