@@ -72,9 +72,9 @@ static void mat_free(mat *m) {
 
 static int is_int(q35_dtype dt) { return dt >= Q35_DT_Q8_0 && dt <= Q35_DT_Q4R; }
 
-/* The ISAs this CPU runs; AVX2 twice when the CPU has AVX-VNNI, AVX-512 twice when it has AMX
- * (isa_use picks the variant). */
-enum { AVX2_PLAIN = Q35_ISA_COUNT, AVX512_NOAMX };
+/* The ISAs this CPU runs; AVX2 twice when the CPU has AVX-VNNI, AVX-512 twice when it has AMX,
+ * NEON twice when it has the dot-product extension (isa_use picks the variant). */
+enum { AVX2_PLAIN = Q35_ISA_COUNT, AVX512_NOAMX, NEON_PLAIN };
 static int isa_list(q35_isa *out) {
     int k = 0;
     const q35_isa keep = q35_isa_get();
@@ -83,6 +83,8 @@ static int isa_list(q35_isa *out) {
     if (q35_isa_set(Q35_ISA_AVX2) == 0 && q35_cpu_has_avxvnni()) out[k++] = (q35_isa)AVX2_PLAIN;
 #if defined(__x86_64__)
     if (q35_isa_set(Q35_ISA_AVX512) == 0 && q35_cpu_has_amx()) out[k++] = (q35_isa)AVX512_NOAMX;
+#elif defined(__aarch64__)
+    if (q35_isa_set(Q35_ISA_NEON) == 0 && q35_cpu_has_neondot()) out[k++] = (q35_isa)NEON_PLAIN;
 #endif
     q35_isa_set(keep);
     return k;
@@ -91,10 +93,14 @@ static void isa_use(q35_isa i) {
     q35_kern_use_avxvnni(i != (q35_isa)AVX2_PLAIN);
 #if defined(__x86_64__)
     q35_kern_use_amx(i != (q35_isa)AVX512_NOAMX);
+#elif defined(__aarch64__)
+    q35_kern_use_neondot(i != (q35_isa)NEON_PLAIN);
 #endif
-    q35_isa_set(i == (q35_isa)AVX2_PLAIN ? Q35_ISA_AVX2 : i == (q35_isa)AVX512_NOAMX ? Q35_ISA_AVX512 : i);
+    q35_isa_set(i == (q35_isa)AVX2_PLAIN ? Q35_ISA_AVX2 : i == (q35_isa)AVX512_NOAMX ? Q35_ISA_AVX512 : i == (q35_isa)NEON_PLAIN ? Q35_ISA_NEON : i);
 }
 static const char *isa_str(q35_isa i) {
+    if (i == (q35_isa)NEON_PLAIN) return "neon-armv8a";
+    if (i == (q35_isa)Q35_ISA_NEON) return q35_cpu_has_neondot() ? "neon-dotprod" : "neon-armv8a";
     return i == (q35_isa)AVX2_PLAIN ? "avx2-maddubs" : i == (q35_isa)AVX512_NOAMX ? "avx512-vnni" : q35_isa_name(i);
 }
 
@@ -662,6 +668,16 @@ static void isa_selection(void) {
     if (best == Q35_ISA_AVX512) CHECK(q35_isa_set(Q35_ISA_AVX2) == 0, "avx2 below avx512");
 #elif defined(__aarch64__)
     CHECK(q35_isa_set(Q35_ISA_AVX2) == -1, "avx2 on arm");
+    CHECK(best == Q35_ISA_NEON, "every aarch64 core has NEON (AdvSIMD), best is %s", q35_isa_name(best));
+    /* make test-neon says which emulated CPU runs this: Q35_EXPECT_NEONDOT=1 (qemu's default) or 0 (Cortex-A72) */
+    const char *want = getenv("Q35_EXPECT_NEONDOT");
+    if (want && *want) CHECK(q35_cpu_has_neondot() == (*want == '1'), "dot-product extension found: %d, expected %s", q35_cpu_has_neondot(), want);
+    q35_isa_set(Q35_ISA_NEON);
+    const int old = q35_kern_use_neondot(0);
+    CHECK(!strcmp(q35_isa_describe(), "neon"), "armv8-a table described as %s", q35_isa_describe());
+    q35_kern_use_neondot(1);
+    CHECK(!strcmp(q35_isa_describe(), q35_cpu_has_neondot() ? "neon (dotprod)" : "neon"), "NEON table described as %s", q35_isa_describe());
+    q35_kern_use_neondot(old);
 #endif
     isa_use(keep);
     fprintf(stderr, "  best %s, in use %s\n", q35_isa_name(best), q35_isa_describe());

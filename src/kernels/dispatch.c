@@ -17,12 +17,6 @@
 #ifndef HWCAP_ASIMD
 #define HWCAP_ASIMD (1 << 1)
 #endif
-#ifndef HWCAP_FPHP
-#define HWCAP_FPHP (1 << 9)
-#endif
-#ifndef HWCAP_ASIMDHP
-#define HWCAP_ASIMDHP (1 << 10)
-#endif
 #ifndef HWCAP_ASIMDDP
 #define HWCAP_ASIMDDP (1 << 20)
 #endif
@@ -32,12 +26,14 @@ static struct {
     pthread_once_t once;
     q35_isa best;
     int avx512bf16, avxvnni;  /* optional features found */
+    int neondot;              /* aarch64: the dot-product extension (sdot) */
     int amx;                  /* AMX-TILE + AMX-INT8, with the tile state granted by the OS */
     int use_avxvnni;          /* AVX2 level: use AVX-VNNI when present (tests turn it off) */
     int use_amx;              /* AVX-512 level: use AMX for prompts when present (tests turn it off) */
+    int use_neondot;          /* NEON level: use sdot when present (tests turn it off) */
     volatile int active;      /* q35_isa in use */
     char desc[64];
-} g = {PTHREAD_ONCE_INIT, Q35_ISA_SCALAR, 0, 0, 0, 1, 1, Q35_ISA_SCALAR, ""};
+} g = {PTHREAD_ONCE_INIT, Q35_ISA_SCALAR, 0, 0, 0, 0, 1, 1, 1, Q35_ISA_SCALAR, ""};
 
 #if defined(__x86_64__)
 static q35_kern kern_amx; /* q35_kern_avx512 with the AMX products (built in detect) */
@@ -88,7 +84,9 @@ static void detect(void) {
 #elif defined(__aarch64__)
 static void detect(void) {
     const unsigned long hw = getauxval(AT_HWCAP);
-    if ((hw & HWCAP_ASIMD) && (hw & HWCAP_ASIMDDP) && (hw & HWCAP_FPHP) && (hw & HWCAP_ASIMDHP)) g.best = Q35_ISA_NEON;
+    if (!(hw & HWCAP_ASIMD)) return;
+    g.best = Q35_ISA_NEON; /* armv8-a: mm_neon.c */
+    g.neondot = (hw & HWCAP_ASIMDDP) != 0; /* armv8.2-a dot product: mm_dot_neon.c */
 }
 #else
 static void detect(void) {}
@@ -197,7 +195,7 @@ const char *q35_isa_describe(void) {
     const int amx = isa == Q35_ISA_AVX512 && g.amx && g.use_amx;
     snprintf(g.desc, sizeof g.desc, "%s%s%s%s%s%s", names[isa], vnni || bf16 ? " (" : "", vnni ? (isa == Q35_ISA_AVX2 ? "avx-vnni" : "vnni") : "",
              bf16 ? (vnni ? " bf16" : "bf16") : "", amx ? " amx" : "", vnni || bf16 ? ")" : "");
-    if (isa == Q35_ISA_NEON) snprintf(g.desc, sizeof g.desc, "neon (dotprod fp16)");
+    if (isa == Q35_ISA_NEON) snprintf(g.desc, sizeof g.desc, "%s", g.neondot && g.use_neondot ? "neon (dotprod)" : "neon");
     return g.desc;
 }
 
@@ -225,6 +223,18 @@ int q35_cpu_has_amx(void) {
     return g.amx;
 }
 
+int q35_kern_use_neondot(int on) {
+    pthread_once(&g.once, init);
+    const int old = g.use_neondot;
+    g.use_neondot = on != 0;
+    return old;
+}
+
+int q35_cpu_has_neondot(void) {
+    pthread_once(&g.once, init);
+    return g.neondot;
+}
+
 int q35_cpu_has_avxvnni(void) {
     pthread_once(&g.once, init);
     return g.avxvnni;
@@ -236,7 +246,7 @@ const q35_kern *q35_kern_active(void) {
     case Q35_ISA_AVX512: return g.amx && g.use_amx ? &kern_amx : &q35_kern_avx512;
     case Q35_ISA_AVX2: return g.avxvnni && g.use_avxvnni ? &q35_kern_avx2vnni : &q35_kern_avx2;
 #elif defined(__aarch64__)
-    case Q35_ISA_NEON: return &q35_kern_neon;
+    case Q35_ISA_NEON: return g.neondot && g.use_neondot ? &q35_kern_neondot : &q35_kern_neon;
 #endif
     default: return &q35_kern_scalar;
     }

@@ -67,7 +67,8 @@ void q35_mm_amx_q8(const q35_mm_job *j, int64_t r0, int64_t r1);
 void q35_mm_amx_q4(const q35_mm_job *j, int64_t r0, int64_t r1);
 int q35_amx_init(void);
 #elif defined(__aarch64__)
-extern const q35_kern q35_kern_neon;
+extern const q35_kern q35_kern_neon;    /* armv8-a (mm_neon.c) */
+extern const q35_kern q35_kern_neondot; /* armv8.2-a dot product (mm_dot_neon.c) */
 #endif
 /* The table of the active ISA (dispatch.c). */
 const q35_kern *q35_kern_active(void);
@@ -78,6 +79,9 @@ int q35_kern_use_avxvnni(int on);
 /* AVX-512 level: 1 (default) uses AMX tiles for prompts where present, 0 the VNNI kernels; returns the old value. */
 int q35_kern_use_amx(int on);
 int q35_cpu_has_amx(void);
+/* NEON level: 1 (default) uses the dot-product kernels where present, 0 the armv8-a ones; returns the old value. */
+int q35_kern_use_neondot(int on);
+int q35_cpu_has_neondot(void);
 
 /* Scalar pieces shared by all tables (ref.c). */
 void q35_actq_ref(const float *x, int t, int mult, q35_act *a);

@@ -1,0 +1,426 @@
+/* Body of the NEON kernels, included by mm_neon.c (DOTPROD 0: armv8-a, the products of bytes
+ * through smull + pairwise adds) and mm_dot_neon.c (DOTPROD 1: armv8.2-a sdot). Integer formats
+ * read the R16 layout: a 128-bit quarter of a 64-byte chunk holds 4 quants of 4 rows, and a dot by
+ * lane multiplies it by 4 activation bytes; a tile is 4 rows x up to 4 tokens. Integer sums are
+ * exact either way and the float steps are ref.c's (fused multiply-add, same order), so
+ * integer-format results are bitwise equal to the scalar reference. Q8_0 codes are turned back
+ * into signed bytes (xor 0x80), so its activation offset is 0. Float formats, activation
+ * quantization and the Q4R rotation need no dot product: they are built once, in mm_neon.c. */
+#include <arm_neon.h>
+#include <string.h>
+
+#include "kernels/mm.h"
+
+#ifndef DOTPROD
+#error "define DOTPROD before including mm_neon_impl.h"
+#endif
+#if DOTPROD
+#define SUFFIX(x) x##_dot
+#else
+#define SUFFIX(x) x##_plain
+#endif
+
+#define INLINE static inline __attribute__((always_inline))
+#define UNROLL _Pragma("GCC unroll 16")
+
+static int64_t sbytes16(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)63; }
+
+INLINE float32x4_t h4(const uint8_t *p) { /* 4 halves -> 4 floats */
+    return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t *)(const void *)p)));
+}
+INLINE int32x4_t u8x4_s32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return vreinterpretq_s32_u32(vmovl_u16(vget_low_u16(vmovl_u8(vcreate_u8(v)))));
+}
+INLINE int32x4_t s8x4_s32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return vmovl_s16(vget_low_s16(vmovl_s8(vcreate_s8(v))));
+}
+
+INLINE void store4(float *y, float32x4_t v, int64_t rbase, int64_t r0, int64_t r1) {
+    if (rbase >= r0 && rbase + 4 <= r1) {
+        vst1q_f32(y + rbase, v);
+        return;
+    }
+    float t[4];
+    vst1q_f32(t, v);
+    for (int i = 0; i < 4; i++)
+        if (rbase + i >= r0 && rbase + i < r1) y[rbase + i] = t[i];
+}
+
+/* s += w[c] . (4 activation bytes c of a) for c = 0..3: lane i of s gains the 4 products of the
+ * bytes 4i..4i+3 of w[c] (4 quants of row i) with bytes 4c..4c+3 of a (lanes must be constants). */
+#if DOTPROD
+#define DOT1(s, w, a, c) s = vdotq_laneq_s32(s, w, a, c)
+#else
+/* Without sdot: 16 byte products in two smull halves (rows 0-1, rows 2-3), pairs summed to 16
+ * bits (each pair at most 2 x 128 x 127 = 32512 in magnitude, so exact), then the pairs of pairs
+ * added into the 32-bit lanes. */
+#define DOT1(s, w, a, c)                                                                                  \
+    do {                                                                                                  \
+        const int8x16_t bc_ = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(a), c));          \
+        const int16x8_t p_ = vpaddq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(bc_)), vmull_high_s8(w, bc_)); \
+        s = vpadalq_s16(s, p_);                                                                           \
+    } while (0)
+#endif
+#define DOT4(s, w0, w1, w2, w3, a) \
+    do {                           \
+        DOT1(s, w0, a, 0);         \
+        DOT1(s, w1, a, 1);         \
+        DOT1(s, w2, a, 2);         \
+        DOT1(s, w3, a, 3);         \
+    } while (0)
+
+/* ---- Q4_0 / Q4R ---- */
+INLINE void SUFFIX(q4_tile)(const uint8_t *grp, int64_t nb, int qt, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
+                    int64_t r0, int64_t r1) {
+    float32x4_t acc[4];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
+    const uint8_t *qs = grp + sbytes16(nb) + 16 * qt;
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    const int64_t pfs = q35_pf_step(sbytes16(nb) + 256 * nb, nb);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0);
+    for (int64_t b = 0; b < nb; b++) {
+        if (T == 1 && !qt) q35_pf(pd, grp + b * pfs, pfs); /* later quarters read the group from cache */
+        const float32x4_t dw = h4(grp + 32 * b + 8 * qt);
+        const uint8_t *cq = qs + 256 * b;
+        int8x16_t lo[4], hi[4];
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            const uint8x16_t v = vld1q_u8(cq + 64 * c);
+            lo[c] = vreinterpretq_s8_u8(vandq_u8(v, m4));
+            hi[c] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+        }
+        const size_t base = (size_t)b * a->n + t0;
+        const int8_t *aq = a->q + base * 32;
+        UNROLL
+        for (int j = 0; j < T; j++) {
+            const int8x16_t a0 = vld1q_s8(aq + 32 * j), a1 = vld1q_s8(aq + 32 * j + 16);
+            int32x4_t s = vdupq_n_s32(a->s[base + j]);
+            DOT4(s, lo[0], lo[1], lo[2], lo[3], a0);
+            DOT4(s, hi[0], hi[1], hi[2], hi[3], a1);
+            const float32x4_t f = vmulq_f32(dw, vdupq_n_f32(a->d[base + j]));
+            acc[j] = vfmaq_f32(acc[j], f, vcvtq_f32_s32(s));
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* ---- Q8_0 ---- */
+INLINE void SUFFIX(q8_tile)(const uint8_t *grp, int64_t nb, int qt, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
+                    int64_t r0, int64_t r1) {
+    float32x4_t acc[4];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
+    const uint8_t *qs = grp + sbytes16(nb) + 16 * qt;
+    const uint8x16_t x80 = vdupq_n_u8(0x80);
+    const int64_t pfs = q35_pf_step(sbytes16(nb) + 512 * nb, nb);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q8_0);
+    for (int64_t b = 0; b < nb; b++) {
+        if (T == 1 && !qt) q35_pf(pd, grp + b * pfs, pfs);
+        const float32x4_t dw = h4(grp + 32 * b + 8 * qt);
+        const uint8_t *cq = qs + 512 * b;
+        int8x16_t w[8];
+        UNROLL
+        for (int c = 0; c < 8; c++) w[c] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(cq + 64 * c), x80));
+        const size_t base = (size_t)b * a->n + t0;
+        const int8_t *aq = a->q + base * 32;
+        UNROLL
+        for (int j = 0; j < T; j++) {
+            const int8x16_t a0 = vld1q_s8(aq + 32 * j), a1 = vld1q_s8(aq + 32 * j + 16);
+            int32x4_t s = vdupq_n_s32(a->s[base + j]);
+            DOT4(s, w[0], w[1], w[2], w[3], a0);
+            DOT4(s, w[4], w[5], w[6], w[7], a1);
+            const float32x4_t f = vmulq_f32(dw, vdupq_n_f32(a->d[base + j]));
+            acc[j] = vfmaq_f32(acc[j], f, vcvtq_f32_s32(s));
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* ---- Q4_K ---- */
+INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
+                     int64_t r0, int64_t r1) {
+    float32x4_t acc[4];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    const int64_t pfs = q35_pf_step(2368, 8);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_K);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = grp + 2368 * sb;
+        const float32x4_t d = h4(p + 8 * qt), dmin = h4(p + 32 + 8 * qt);
+        for (int s = 0; s < 8; s++) {
+            const int32x4_t sc = u8x4_s32(p + 64 + 16 * s + 4 * qt), mm = u8x4_s32(p + 192 + 16 * s + 4 * qt);
+            const uint8_t *cq = p + 320 + 256 * s + 16 * qt;
+            if (T == 1 && !qt) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
+            int8x16_t lo[4], hi[4];
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const uint8x16_t v = vld1q_u8(cq + 64 * c);
+                lo[c] = vreinterpretq_s8_u8(vandq_u8(v, m4));
+                hi[c] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+            }
+            const size_t base = (size_t)(8 * sb + s) * a->n + t0;
+            const int8_t *aq = a->q + base * 32;
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                const int8x16_t a0 = vld1q_s8(aq + 32 * j), a1 = vld1q_s8(aq + 32 * j + 16);
+                int32x4_t dot = vdupq_n_s32(0);
+                DOT4(dot, lo[0], lo[1], lo[2], lo[3], a0);
+                DOT4(dot, hi[0], hi[1], hi[2], hi[3], a1);
+                const float32x4_t da = vdupq_n_f32(a->d[base + j]);
+                const int32x4_t msum = vmulq_s32(mm, vdupq_n_s32(a->s[base + j]));
+                acc[j] = vfmaq_f32(acc[j], vmulq_f32(d, da), vcvtq_f32_s32(vmulq_s32(dot, sc)));
+                acc[j] = vfmsq_f32(acc[j], vmulq_f32(dmin, da), vcvtq_f32_s32(msum));
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* ---- Q6_K ---- */
+INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
+                     int64_t r0, int64_t r1) {
+    float32x4_t acc[4];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
+    const uint8x16_t m4 = vdupq_n_u8(15), m30 = vdupq_n_u8(0x30);
+    const int64_t pfs = q35_pf_step(3360, 8);
+    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q6_K);
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = grp + 3360 * sb;
+        const float32x4_t d = h4(p + 8 * qt);
+        for (int s = 0; s < 8; s++) {
+            const int32x4_t sc0 = s8x4_s32(p + 32 + 16 * (2 * s) + 4 * qt), sc1 = s8x4_s32(p + 32 + 16 * (2 * s + 1) + 4 * qt);
+            const uint8_t *L = p + 288 + 384 * s + 16 * qt, *H = p + 288 + 384 * s + 256 + 16 * qt;
+            if (T == 1 && !qt) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
+            const uint8x16_t h0 = vld1q_u8(H), h1 = vld1q_u8(H + 64);
+            const uint8x16_t t0l = vshlq_n_u8(h0, 4), t1l = vshlq_n_u8(h0, 2), t3l = vshrq_n_u8(h0, 2);
+            const uint8x16_t t0h = vshlq_n_u8(h1, 4), t1h = vshlq_n_u8(h1, 2), t3h = vshrq_n_u8(h1, 2);
+            const uint8x16_t tl[4] = {t0l, t1l, h0, t3l}, th[4] = {t0h, t1h, h1, t3h};
+            int8x16_t lo[4], hi[4];
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const uint8x16_t v = vld1q_u8(L + 64 * c);
+                lo[c] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v, m4), vandq_u8(tl[c], m30)));
+                hi[c] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v, 4), vandq_u8(th[c], m30)));
+            }
+            const size_t base = (size_t)(8 * sb + s) * a->n + t0;
+            const int8_t *aq = a->q + base * 32;
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                const int8x16_t a0 = vld1q_s8(aq + 32 * j), a1 = vld1q_s8(aq + 32 * j + 16);
+                int32x4_t s0 = vdupq_n_s32(-32 * a->h[2 * (base + j)]), s1 = vdupq_n_s32(-32 * a->h[2 * (base + j) + 1]);
+                DOT4(s0, lo[0], lo[1], lo[2], lo[3], a0);
+                DOT4(s1, hi[0], hi[1], hi[2], hi[3], a1);
+                const int32x4_t isum = vmlaq_s32(vmulq_s32(s0, sc0), s1, sc1);
+                const float32x4_t f = vmulq_f32(d, vdupq_n_f32(a->d[base + j]));
+                acc[j] = vfmaq_f32(acc[j], f, vcvtq_f32_s32(isum));
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+#define R4_DRIVER(name, tile, NB)                                                                              \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
+        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
+        const int64_t nb = NB;                                                                                 \
+        for (int64_t h = r0 / 4; h * 4 < r1; h++) {                                                            \
+            const uint8_t *grp = j->w + (size_t)(h / 4) * gb;                                                  \
+            const int qt = (int)(h & 3);                                                                       \
+            for (int t0 = 0; t0 < j->n; t0 += 4) {                                                             \
+                switch (j->n - t0 < 4 ? j->n - t0 : 4) {                                                       \
+                case 1: tile(grp, nb, qt, &j->a, t0, 1, j->Y, j->rows, 4 * h, r0, r1); break;                   \
+                case 2: tile(grp, nb, qt, &j->a, t0, 2, j->Y, j->rows, 4 * h, r0, r1); break;                   \
+                case 3: tile(grp, nb, qt, &j->a, t0, 3, j->Y, j->rows, 4 * h, r0, r1); break;                   \
+                default: tile(grp, nb, qt, &j->a, t0, 4, j->Y, j->rows, 4 * h, r0, r1); break;                  \
+                }                                                                                              \
+            }                                                                                                  \
+        }                                                                                                      \
+    }
+R4_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(q4_tile), j->cols / 32)
+R4_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(q8_tile), j->cols / 32)
+R4_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(q4k_tile), j->cols / 256)
+R4_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(q6k_tile), j->cols / 256)
+
+#if !DOTPROD
+
+/* ---- float formats (row-major): 4 rows x up to 4 tokens ---- */
+enum { WF32, WF16, WBF16 };
+
+INLINE float32x4_t wload4(const void *w, int64_t i, const int kind) {
+    if (kind == WF32) return vld1q_f32((const float *)w + i);
+    const uint16x4_t h = vld1_u16((const uint16_t *)w + i);
+    if (kind == WF16) return vcvt_f32_f16(vreinterpret_f16_u16(h));
+    return vreinterpretq_f32_u32(vshll_n_u16(h, 16));
+}
+static float wscalar(const void *w, int64_t i, int kind) {
+    if (kind == WF32) return ((const float *)w)[i];
+    const uint16_t h = ((const uint16_t *)w)[i];
+    return kind == WF16 ? q35_f16_to_f32(h) : q35_bf16_to_f32(h);
+}
+
+INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const int T, const int kind) {
+    const int64_t cols = jb->cols;
+    const size_t esz = kind == WF32 ? 4 : 2;
+    const q35_pf_dist pd = q35_pf_for(kind == WF32 ? Q35_DT_F32 : kind == WF16 ? Q35_DT_F16 : Q35_DT_BF16);
+    float32x4_t acc[4][4];
+    UNROLL
+    for (int i = 0; i < R; i++)
+        UNROLL
+        for (int t = 0; t < T; t++) acc[i][t] = vdupq_n_f32(0.0f);
+    const uint8_t *w0 = jb->w + (size_t)r * cols * esz;
+    const float *x0 = jb->X + (int64_t)t0 * cols;
+    int64_t k = 0;
+    for (; k + 4 <= cols; k += 4) {
+        float32x4_t x[4], w[4];
+        if (T == 1) /* the tile's R rows lie end to end: one stream of R * cols * esz bytes */
+            q35_pf(pd, w0 + (size_t)k * R * esz, (int64_t)(4 * R * esz));
+        UNROLL
+        for (int t = 0; t < T; t++) x[t] = vld1q_f32(x0 + (int64_t)t * cols + k);
+        UNROLL
+        for (int i = 0; i < R; i++) w[i] = wload4(w0 + (size_t)i * cols * esz, k, kind);
+        UNROLL
+        for (int i = 0; i < R; i++)
+            UNROLL
+            for (int t = 0; t < T; t++) acc[i][t] = vfmaq_f32(acc[i][t], w[i], x[t]);
+    }
+    for (int i = 0; i < R; i++)
+        for (int t = 0; t < T; t++) {
+            float s = vaddvq_f32(acc[i][t]);
+            for (int64_t kk = k; kk < cols; kk++) s += wscalar(w0 + (size_t)i * cols * esz, kk, kind) * x0[(int64_t)t * cols + kk];
+            jb->Y[(int64_t)(t0 + t) * jb->rows + r + i] = s;
+        }
+}
+
+#define FP_T(R, kind)                                                            \
+    switch (j->n - t0 < 4 ? j->n - t0 : 4) {                                     \
+    case 1: fp_tile(j, r, R, t0, 1, kind); break;                                \
+    case 2: fp_tile(j, r, R, t0, 2, kind); break;                                \
+    case 3: fp_tile(j, r, R, t0, 3, kind); break;                                \
+    default: fp_tile(j, r, R, t0, 4, kind); break;                               \
+    }
+#define FP_DRIVER(name, kind)                                                    \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {              \
+        for (int64_t r = r0; r < r1; r += 4) {                                   \
+            const int64_t R = r1 - r < 4 ? r1 - r : 4;                           \
+            for (int t0 = 0; t0 < j->n; t0 += 4) {                               \
+                if (R == 4) { FP_T(4, kind) }                                    \
+                else if (R == 3) { FP_T(3, kind) }                               \
+                else if (R == 2) { FP_T(2, kind) }                               \
+                else { FP_T(1, kind) }                                           \
+            }                                                                    \
+        }                                                                        \
+    }
+FP_DRIVER(mm_f32, WF32)
+FP_DRIVER(mm_f16, WF16)
+FP_DRIVER(mm_bf16, WBF16)
+
+/* ---- activation quantization and rotation (bitwise equal to ref.c) ---- */
+static void actq(const float *x, int t, int mult, q35_act *a) {
+    for (int b = 0; b < a->nb; b++) {
+        float32x4_t v[8];
+        float32x4_t m = vdupq_n_f32(0.0f);
+        for (int k = 0; k < 8; k++) {
+            v[k] = vld1q_f32(x + 32 * b + 4 * k);
+            m = vmaxq_f32(m, vabsq_f32(v[k]));
+        }
+        const float amax = vmaxvq_f32(m);
+        const size_t i = (size_t)b * a->n + t;
+        int8_t *q = a->q + 32 * i;
+        /* v * 0 is NaN exactly for inf and NaN: such a block quantizes to zero, as in ref.c */
+        float32x4_t z = vdupq_n_f32(0.0f);
+        for (int k = 0; k < 8; k++) z = vaddq_f32(z, vmulq_n_f32(v[k], 0.0f));
+        const int bad = vminvq_u32(vceqq_f32(z, z)) == 0;
+        if (bad || !(amax >= 1e-30f)) {
+            memset(q, 0, 32);
+            a->d[i] = 0.0f;
+            a->s[i] = 0;
+            a->h[2 * i] = a->h[2 * i + 1] = 0;
+            continue;
+        }
+        const float32x4_t id = vdupq_n_f32(127.0f / amax);
+        int32x4_t qi[8];
+        for (int k = 0; k < 8; k++) qi[k] = vcvtnq_s32_f32(vmulq_f32(v[k], id));
+        for (int k = 0; k < 4; k++) {
+            const int16x8_t p = vcombine_s16(vmovn_s32(qi[2 * k]), vmovn_s32(qi[2 * k + 1]));
+            vst1_s8(q + 8 * k, vmovn_s16(p));
+        }
+        const int s0 = vaddvq_s32(vaddq_s32(vaddq_s32(qi[0], qi[1]), vaddq_s32(qi[2], qi[3])));
+        const int s1 = vaddvq_s32(vaddq_s32(vaddq_s32(qi[4], qi[5]), vaddq_s32(qi[6], qi[7])));
+        a->d[i] = amax / 127.0f;
+        a->s[i] = mult * (s0 + s1);
+        a->h[2 * i] = (int16_t)s0;
+        a->h[2 * i + 1] = (int16_t)s1;
+    }
+}
+
+static void rot(float *x, int64_t n) {
+    const float32x4_t sg0 = {1.0f, -1.0f, 1.0f, -1.0f}, sg1 = {1.0f, 1.0f, -1.0f, -1.0f};
+    float32x4_t signs[32];
+    for (int v = 0; v < 32; v++) {
+        float f[4];
+        for (int l = 0; l < 4; l++) {
+            const int jj = 4 * v + l;
+            f[l] = (Q35_Q4R_SIGNS[jj >> 5] >> (jj & 31)) & 1u ? -1.0f : 1.0f;
+        }
+        signs[v] = vld1q_f32(f);
+    }
+    const float32x4_t scale = vdupq_n_f32(Q35_Q4R_SCALE);
+    for (int64_t g = 0; g < n / 128; g++) {
+        float *p = x + 128 * g;
+        float32x4_t v[32];
+        for (int i = 0; i < 32; i++) {
+            v[i] = vmulq_f32(vld1q_f32(p + 4 * i), signs[i]);
+            v[i] = vfmaq_f32(vrev64q_f32(v[i]), v[i], sg0);
+            v[i] = vfmaq_f32(vextq_f32(v[i], v[i], 2), v[i], sg1);
+        }
+        for (int h = 1; h < 32; h <<= 1)
+            for (int i = 0; i < 32; i += 2 * h)
+                for (int k = i; k < i + h; k++) {
+                    const float32x4_t a = v[k], b = v[k + h];
+                    v[k] = vaddq_f32(a, b);
+                    v[k + h] = vsubq_f32(a, b);
+                }
+        for (int i = 0; i < 32; i++) vst1q_f32(p + 4 * i, vmulq_f32(v[i], scale));
+    }
+}
+
+const q35_kern q35_kern_neon = {
+    .mm = {[Q35_DT_F32] = {mm_f32, NULL}, [Q35_DT_F16] = {mm_f16, NULL}, [Q35_DT_BF16] = {mm_bf16, NULL},
+           [Q35_DT_Q8_0] = {NULL, mm_q8_r16_plain}, [Q35_DT_Q4_0] = {NULL, mm_q4_r16_plain}, [Q35_DT_Q4R] = {NULL, mm_q4_r16_plain},
+           [Q35_DT_Q4_K] = {NULL, mm_q4k_r16_plain}, [Q35_DT_Q6_K] = {NULL, mm_q6k_r16_plain}},
+    .act_mult = {[Q35_DT_Q8_0] = 0, [Q35_DT_Q4_0] = -8, [Q35_DT_Q4R] = -8, [Q35_DT_Q4_K] = 1, [Q35_DT_Q6_K] = 1},
+    .actq = actq,
+    .rot = rot,
+};
+/* for the dotprod table (mm_dot_neon.c) */
+void q35_neon_actq(const float *x, int t, int mult, q35_act *a) { actq(x, t, mult, a); }
+void q35_neon_rot(float *x, int64_t n) { rot(x, n); }
+void q35_neon_mm_f32(const q35_mm_job *j, int64_t r0, int64_t r1) { mm_f32(j, r0, r1); }
+void q35_neon_mm_f16(const q35_mm_job *j, int64_t r0, int64_t r1) { mm_f16(j, r0, r1); }
+void q35_neon_mm_bf16(const q35_mm_job *j, int64_t r0, int64_t r1) { mm_bf16(j, r0, r1); }
+#else
+void q35_neon_actq(const float *x, int t, int mult, q35_act *a);
+void q35_neon_rot(float *x, int64_t n);
+void q35_neon_mm_f32(const q35_mm_job *j, int64_t r0, int64_t r1);
+void q35_neon_mm_f16(const q35_mm_job *j, int64_t r0, int64_t r1);
+void q35_neon_mm_bf16(const q35_mm_job *j, int64_t r0, int64_t r1);
+const q35_kern q35_kern_neondot = {
+    .mm = {[Q35_DT_F32] = {q35_neon_mm_f32, NULL}, [Q35_DT_F16] = {q35_neon_mm_f16, NULL}, [Q35_DT_BF16] = {q35_neon_mm_bf16, NULL},
+           [Q35_DT_Q8_0] = {NULL, mm_q8_r16_dot}, [Q35_DT_Q4_0] = {NULL, mm_q4_r16_dot}, [Q35_DT_Q4R] = {NULL, mm_q4_r16_dot},
+           [Q35_DT_Q4_K] = {NULL, mm_q4k_r16_dot}, [Q35_DT_Q6_K] = {NULL, mm_q6k_r16_dot}},
+    .act_mult = {[Q35_DT_Q8_0] = 0, [Q35_DT_Q4_0] = -8, [Q35_DT_Q4R] = -8, [Q35_DT_Q4_K] = 1, [Q35_DT_Q6_K] = 1},
+    .actq = q35_neon_actq,
+    .rot = q35_neon_rot,
+};
+#endif
