@@ -98,15 +98,17 @@ $(BUILD)/bench_kernels: $(BUILD)/obj/tests/bench_kernels.o $(BUILD)/libq35.a
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libq35.a $(LDLIBS)
 bench-kernels: $(BUILD)/bench_kernels
 
-# NEON kernels on x86 hosts: tests/test_kernels.c with the kernel sources only, cross-built for
-# aarch64 (static) and run under qemu-user, on its default CPU (dotprod) and as a Cortex-A72 (none);
-# prints ok / not ok lines like the other tests.
+# NEON kernels on x86 hosts: tests/test_kernels.c and tests/test_gdn.c with the kernel sources (and
+# the two layers test_gdn drives) only, cross-built for aarch64 (static) and run under qemu-user;
+# test_kernels on qemu's default CPU (dotprod) and as a Cortex-A72 (none). Prints ok / not ok lines
+# like the other tests.
 # Needs Debian packages gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user.
 NEON_CC   ?= aarch64-linux-gnu-gcc
 NEON_AR   ?= aarch64-linux-gnu-ar
 NEON_QEMU ?= qemu-aarch64
 NEON_DIR  := $(BUILD)/neon
-NEON_SRC  := $(sort $(filter-out %_avx2.c %_avx512.c %_amx.c,$(wildcard src/kernels/*.c)) src/core/pool.c src/core/err.c src/core/hugemem.c src/model/tensor.c)
+NEON_SRC  := $(sort $(filter-out %_avx2.c %_avx512.c %_amx.c,$(wildcard src/kernels/*.c)) src/core/pool.c src/core/err.c src/core/hugemem.c src/model/tensor.c \
+             src/layers/gdn.c src/layers/attn.c)
 NEON_OBJ  := $(NEON_SRC:%.c=$(NEON_DIR)/%.o)
 $(NEON_DIR)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -114,16 +116,17 @@ $(NEON_DIR)/%.o: %.c
 $(NEON_DIR)/libkernels.a: $(NEON_OBJ)
 	@rm -f $@
 	$(NEON_AR) rcs $@ $^
-$(NEON_DIR)/test_kernels: $(NEON_DIR)/tests/test_kernels.o $(NEON_DIR)/libkernels.a
+$(NEON_DIR)/test_%: $(NEON_DIR)/tests/test_%.o $(NEON_DIR)/libkernels.a
 	$(NEON_CC) -static -o $@ $^ -lm -lpthread
-test-neon: $(NEON_DIR)/test_kernels
+test-neon: $(NEON_DIR)/test_kernels $(NEON_DIR)/test_gdn
 	@Q35_EXPECT_NEONDOT=1 $(NEON_QEMU) $(NEON_DIR)/test_kernels
 	@echo "# again on an emulated Cortex-A72 (no dot-product extension: the armv8-a table, and no sdot anywhere)"
 	@Q35_EXPECT_NEONDOT=0 $(NEON_QEMU) -cpu cortex-a72 $(NEON_DIR)/test_kernels
+	@$(NEON_QEMU) $(NEON_DIR)/test_gdn
 
 clean:
 	rm -rf build build-asan build-fuzz
 
 .PHONY: all test test-asan fuzz clean bench-kernels test-neon
--include $(NEON_OBJ:.o=.d) $(NEON_DIR)/tests/test_kernels.d
+-include $(NEON_OBJ:.o=.d) $(NEON_DIR)/tests/test_kernels.d $(NEON_DIR)/tests/test_gdn.d
 -include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d)

@@ -24,12 +24,12 @@ static void fill(float *x, size_t n, float s) {
     for (size_t i = 0; i < n; i++) x[i] = s * frand();
 }
 
-static const q35_gdn_kernels *isas[3];
+static const q35_gdn_kernels *isas[4];
 static int n_isas;
 
 static void find_isas(void) {
-    const char *names[] = {"scalar", "avx2", "avx512"};
-    for (int i = 0; i < 3; i++)
+    const char *names[] = {"scalar", "avx2", "avx512", "neon"};
+    for (int i = 0; i < 4; i++)
         if (q35_gdn_kernels_isa(names[i])) isas[n_isas++] = q35_gdn_kernels_isa(names[i]);
 }
 

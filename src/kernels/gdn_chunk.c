@@ -53,6 +53,8 @@ const q35_gdn_kernels *q35_gdn_kernels_isa(const char *name) {
     if (!strcmp(name, "avx512") && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
         return &q35_gdn_kernels_avx512;
+#elif defined(__aarch64__)
+    if (!strcmp(name, "neon")) return &q35_gdn_kernels_neon; /* AdvSIMD: every aarch64 core */
 #endif
     return NULL;
 }
@@ -62,11 +64,11 @@ const q35_gdn_kernels *q35_gdn_kernels_best(void) {
     const q35_gdn_kernels *k = atomic_load_explicit(&best, memory_order_acquire);
     if (k) return k;
     const char *isa = getenv("Q35_ISA");
-    const char *order[] = {"avx512", "avx2", "scalar"};
+    const char *order[] = {"avx512", "neon", "avx2", "scalar"};
     int start = 0;
-    if (isa && !strcmp(isa, "avx2")) start = 1;
-    if (isa && !strcmp(isa, "scalar")) start = 2;
-    for (int i = start; i < 3 && !k; i++) k = q35_gdn_kernels_isa(order[i]);
+    if (isa && !strcmp(isa, "avx2")) start = 2;
+    if (isa && !strcmp(isa, "scalar")) start = 3;
+    for (int i = start; i < 4 && !k; i++) k = q35_gdn_kernels_isa(order[i]);
     atomic_store_explicit(&best, k, memory_order_release);
     return k;
 }

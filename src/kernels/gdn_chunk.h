@@ -29,7 +29,7 @@ typedef struct q35_gdn_head {
 } q35_gdn_head;
 
 typedef struct q35_gdn_kernels {
-    const char *name; /* "scalar", "avx2", "avx512" */
+    const char *name; /* "scalar", "avx2", "avx512", "neon" */
     /* C[M][N] = A[M][K] B[K][N] + beta C (beta = 0: C is not read); tri: Q35_TRI_* */
     void (*gemm)(int M, int N, int K, const float *A, int lda, const float *B, int ldb, float *C, int ldc, float beta, int tri);
     /* C[M][N] = A[M][K] B[N][K]^T (dot products of rows; for few rows of A) */
@@ -82,7 +82,7 @@ typedef struct q35_gdn_kernels {
 /* Floats of scratch one chunk() call needs. */
 size_t q35_gdn_chunk_work(int L, int dk, int dv);
 
-/* The best table this CPU runs (Q35_ISA=scalar|avx2|avx512 caps it), chosen once. */
+/* The best table this CPU runs (Q35_ISA=scalar|avx2|avx512|neon caps it), chosen once. */
 const q35_gdn_kernels *q35_gdn_kernels_best(void);
 /* A table by name, or NULL when this CPU (or build) lacks it. */
 const q35_gdn_kernels *q35_gdn_kernels_isa(const char *name);
@@ -91,5 +91,7 @@ extern const q35_gdn_kernels q35_gdn_kernels_scalar;
 #if defined(__x86_64__)
 extern const q35_gdn_kernels q35_gdn_kernels_avx2;
 extern const q35_gdn_kernels q35_gdn_kernels_avx512;
+#elif defined(__aarch64__)
+extern const q35_gdn_kernels q35_gdn_kernels_neon;
 #endif
 #endif
