@@ -5,6 +5,7 @@
  * Q4R against Q4_0, the R16 interleave, activation quantization and the Q4R rotation. */
 #include <stdint.h>
 
+#include "kernels/headscan.h"
 #include "kernels/kernels.h"
 #include "kernels/mm.h"
 #include "kernels/prefetch.h"
@@ -658,6 +659,66 @@ static void bf16_dot_mode(void) {
     mat_free(&m);
 }
 
+/* The approximate LM-head scan (headscan.h) of every ISA against the reference: the same integer
+ * sums per block, so a and e differ only by float rounding (relative to the sum of the terms'
+ * magnitudes), on row counts and block counts with and without a SIMD tail. */
+static void headscan_variants(void) {
+    const int NBS[] = {1, 3, 4, 16, 17, 32, 35};
+    const int64_t R = 37;
+    q35_isa isas[8];
+    const int nisa = isa_list(isas);
+    const q35_isa keep = q35_isa_get();
+    for (size_t t = 0; t < sizeof NBS / sizeof NBS[0]; t++) {
+        const int nb = NBS[t];
+        const size_t row_bytes = 18 * (size_t)nb;
+        uint8_t *rows = malloc(row_bytes * (size_t)R);
+        int8_t *qh = malloc(32 * (size_t)nb);
+        float *dh = malloc(sizeof(float) * (size_t)nb), *g = malloc(sizeof(float) * (size_t)nb), *c = malloc(sizeof(float) * (size_t)nb);
+        float *a0 = malloc(sizeof(float) * (size_t)R), *e0 = malloc(sizeof(float) * (size_t)R), *a1 = malloc(sizeof(float) * (size_t)R),
+              *e1 = malloc(sizeof(float) * (size_t)R), *mag = malloc(sizeof(float) * (size_t)R);
+        for (int64_t r = 0; r < R; r++) {
+            uint8_t *row = rows + row_bytes * (size_t)r;
+            for (int b = 0; b < nb; b++) {
+                const uint16_t h = q35_f32_to_f16(0.01f + 0.05f * rng_unif());
+                row[2 * b] = (uint8_t)(h & 0xff), row[2 * b + 1] = (uint8_t)(h >> 8);
+            }
+            for (size_t k = 2 * (size_t)nb; k < row_bytes; k++) row[k] = (uint8_t)(rng_u64() >> 56);
+        }
+        for (int k = 0; k < 32 * nb; k++) qh[k] = (int8_t)lrintf(127.0f * (2.0f * rng_unif() - 1.0f));
+        for (int b = 0; b < nb; b++) dh[b] = 0.02f * rng_unif(), g[b] = rng_gauss(), c[b] = rng_unif();
+        const q35_headscan_act act = {nb, qh, dh, g, c};
+        q35_headscan_ref(rows, row_bytes, &act, 0, R, a0, e0);
+        for (int64_t r = 0; r < R; r++) { /* the sum of the terms' magnitudes, for the rounding allowance */
+            const uint8_t *row = rows + row_bytes * (size_t)r;
+            double m = 0;
+            for (int b = 0; b < nb; b++) {
+                const double d = q35_f16_to_f32((uint16_t)(row[2 * b] | row[2 * b + 1] << 8));
+                double sq = 0;
+                for (int j = 0; j < 16; j++)
+                    sq += (row[2 * nb + 16 * b + j] & 15) * fabs((double)qh[32 * b + j]) + (row[2 * nb + 16 * b + j] >> 4) * fabs((double)qh[32 * b + j + 16]);
+                m += d * (dh[b] * sq + fabs((double)g[b]) + c[b]);
+            }
+            mag[r] = (float)m;
+        }
+        for (int ii = 0; ii < nisa; ii++) {
+            isa_use(isas[ii]);
+            const q35_headscan_fn fn = q35_headscan_best();
+            for (int64_t r = 0; r < R; r++) a1[r] = e1[r] = -1e30f;
+            fn(rows, row_bytes, &act, 2, R - 1, a1, e1); /* rows [2, R-1): the others must stay untouched */
+            for (int64_t r = 0; r < R; r++) {
+                if (r < 2 || r >= R - 1) {
+                    CHECK(a1[r] == -1e30f && e1[r] == -1e30f, "%s nb %d: row %lld outside the range was written", isa_str(isas[ii]), nb, (long long)r);
+                    continue;
+                }
+                CHECK(fabsf(a1[r] - a0[r]) <= 1e-5f * mag[r] && fabsf(e1[r] - e0[r]) <= 1e-5f * mag[r],
+                      "%s nb %d row %lld: a %.9g e %.9g, reference a %.9g e %.9g", isa_str(isas[ii]), nb, (long long)r, a1[r], e1[r], a0[r], e0[r]);
+            }
+        }
+        free(rows); free(qh); free(dh); free(g); free(c); free(a0); free(e0); free(a1); free(e1); free(mag);
+    }
+    isa_use(keep);
+}
+
 static void isa_selection(void) {
     const q35_isa best = q35_isa_best(), keep = q35_isa_get();
     CHECK(q35_isa_set(Q35_ISA_SCALAR) == 0, "failed");
@@ -730,6 +791,7 @@ int main(void) {
     RUN(matmul_batch);
     RUN(matmul_many);
     RUN(bf16_dot_mode);
+    RUN(headscan_variants);
     q35_matmul_release();
     TEST_EXIT();
 }

@@ -21,6 +21,8 @@ q35_headscan_fn q35_headscan_best(void) {
 #if defined(__x86_64__)
     case Q35_ISA_AVX512: return q35_headscan_avx512; /* implies BW, VL, VNNI */
     case Q35_ISA_AVX2: return q35_headscan_avx2;     /* implies FMA, F16C */
+#elif defined(__aarch64__)
+    case Q35_ISA_NEON: return q35_headscan_neon;
 #endif
     default: return q35_headscan_ref;
     }

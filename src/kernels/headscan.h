@@ -41,6 +41,7 @@ void q35_headscan_ref(const uint8_t *rows, size_t row_bytes, const q35_headscan_
 void q35_headscan_avx2(const uint8_t *rows, size_t row_bytes, const q35_headscan_act *act, int64_t r0, int64_t r1, float *a, float *e);
 void q35_headscan_avx512(const uint8_t *rows, size_t row_bytes, const q35_headscan_act *act, int64_t r0, int64_t r1, float *a,
                          float *e);
+void q35_headscan_neon(const uint8_t *rows, size_t row_bytes, const q35_headscan_act *act, int64_t r0, int64_t r1, float *a, float *e);
 /* The best variant this CPU runs (Q35_ISA=scalar forces the reference). */
 q35_headscan_fn q35_headscan_best(void);
 #endif
