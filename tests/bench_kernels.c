@@ -230,7 +230,7 @@ int main(int argc, char **argv) {
     }
     q35_set_threads(2);
     const double bw1 = q35_read_bandwidth((size_t)1 << 30, 1, reps), bw2 = q35_read_bandwidth((size_t)1 << 30, 2, reps);
-    printf("read bandwidth (1 GiB on huge pages, best of %d): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", 3 * reps, bw1, bw2);
+    printf("read bandwidth (1 GiB on huge pages, best of %d): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", Q35_MEMBW_LOOPS * reps, bw1, bw2);
     if (attn > 0) return bench_attention(attn, reps);
     if (recur) return bench_recur(reps);
     float *X = malloc(sizeof(float) * nb * 3584), *Y = malloc(sizeof(float) * nb * 6144);

@@ -4,9 +4,11 @@
 #include <stddef.h>
 
 /* Best GB/s (1e9 bytes/s) of the passes in which `threads` pool tasks each read their slice of a
- * `bytes` buffer (far larger than the caches) on huge pages: `reps` passes of each of three read
- * loops: plain 64-byte loads, with a software prefetch 1 KiB ahead, and with the kernels' prefetch. 0 when the
- * buffer cannot be allocated. */
+ * `bytes` buffer (far larger than the caches) on huge pages: `reps` passes of each of five read
+ * loops (membw_read.h): plain 64-byte loads; a software prefetch 1 KiB ahead; the kernels' prefetch;
+ * prefetches 512 bytes (L1) and 1 KiB (L2) ahead; and those in two streams per task at once. 0 when
+ * the buffer cannot be allocated. */
 double q35_read_bandwidth(size_t bytes, int threads, int reps);
+#define Q35_MEMBW_LOOPS 5 /* the read loops each of the `reps` rounds runs */
 
 #endif
