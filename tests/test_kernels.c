@@ -8,6 +8,7 @@
 #include "kernels/headscan.h"
 #include "kernels/kernels.h"
 #include "kernels/mm.h"
+#include "kernels/pftune.h"
 #include "kernels/prefetch.h"
 #include "kernels/quant.h"
 #include "q35.h"
@@ -765,9 +766,96 @@ static void prefetch_table(void) {
     q35_pf_setup(0); /* back to a plain table for the other tests */
 }
 
+/* The run-time prefetch search (pftune.h), driven with made-up timings: every round visits every
+ * candidate once, the fastest candidate wins through +-10% noise, and the choice then stays. */
+static void prefetch_search(void) {
+    q35_pftune t;
+    q35_pftune_init(&t, (q35_pf_dist){1024, 4096}); /* also in the fixed list: not twice */
+    CHECK(t.n_cand == 5 && t.cand[0].near == 1024 && t.cand[0].far == 4096 && t.chosen == -1, "candidates from a listed start");
+    for (int a = 0; a < t.n_cand; a++)
+        for (int b = a + 1; b < t.n_cand; b++) CHECK(t.cand[a].near != t.cand[b].near || t.cand[a].far != t.cand[b].far, "duplicate candidate");
+    q35_pftune_init(&t, (q35_pf_dist){256, 1024});
+    CHECK(t.n_cand == Q35_PFTUNE_MAX && t.cand[0].near == 256, "an unlisted start comes first");
+    int seen[Q35_PFTUNE_MAX] = {0}, order_differs = 0, first[Q35_PFTUNE_MAX];
+    for (int r = 0; r < 3; r++) {
+        int in_round[Q35_PFTUNE_MAX] = {0};
+        for (int i = 0; i < t.n_cand; i++) {
+            const int c = q35_pftune_pick(&t);
+            CHECK(c >= 0 && c < t.n_cand, "pick in range");
+            in_round[c]++, seen[c]++;
+            if (r == 0) first[i] = c;
+            else order_differs |= first[i] != c;
+        }
+        for (int c = 0; c < t.n_cand; c++) CHECK(in_round[c] == 1, "a round visits every candidate once");
+    }
+    CHECK(order_differs, "rounds rotate their order");
+    for (int fastest = 0; fastest < Q35_PFTUNE_MAX; fastest++) {
+        q35_pftune_init(&t, (q35_pf_dist){256, 1024});
+        uint64_t x = 0x1234567u + (uint64_t)fastest;
+        int calls = 0, done = 0;
+        while (!done && calls < 100000) {
+            const int c = q35_pftune_pick(&t);
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            const double noise = 0.9 + 0.2 * (double)(x % 1000) / 1000.0, gbs = (c == fastest ? 23.0 : 20.0) * noise;
+            const int64_t bytes = 3 << 20;
+            done = q35_pftune_record(&t, c, bytes, (double)bytes / gbs);
+            calls++;
+        }
+        CHECK(done && t.chosen == fastest, "the fastest candidate (%d) wins, not %d", fastest, t.chosen);
+        CHECK(calls <= t.n_cand * 20, "decided within %d calls of 3 MiB (took %d)", t.n_cand * 20, calls);
+        CHECK(q35_pftune_pick(&t) == fastest && !q35_pftune_record(&t, fastest, 1 << 20, 1e3), "the choice stays");
+    }
+    q35_pftune_init(&t, (q35_pf_dist){256, 1024});
+    for (int i = 0; i < 1000; i++) CHECK(!q35_pftune_record(&t, q35_pftune_pick(&t), 1 << 10, 100.0), "small calls never decide");
+    CHECK(!q35_pftune_record(&t, -1, 1 << 20, 1.0) && !q35_pftune_record(&t, 99, 1 << 20, 1.0) && !q35_pftune_record(&t, 0, 1 << 20, 0.0),
+          "bad records are ignored");
+}
+
+/* The search behind q35_matmul: single-token products of a 1.2 MB Q4_0 matrix end on a candidate
+ * and the output stays bitwise the same under every candidate; Q35_PF and Q35_PF_TUNE=0 keep the
+ * table. */
+static void prefetch_search_live(void) {
+    mat m;
+    const int64_t rows = 2048, cols = 1024;
+    mat_make(&m, Q35_DT_Q4_0, rows, cols);
+    float *X = malloc(sizeof(float) * cols), *Y0 = malloc(sizeof(float) * rows), *Y = malloc(sizeof(float) * rows);
+    fill_acts(X, 1, cols);
+    char desc[256];
+    unsetenv("Q35_PF");
+    unsetenv("Q35_PF_TUNE");
+    q35_pf_setup(1);
+    q35_matmul(&m.rows, X, 1, Y0);
+    int same = 1, calls = 1;
+    for (; calls < 2000 && !strstr((q35_pftune_describe(desc, sizeof desc), desc), "(tuned)"); calls++) {
+        q35_matmul(&m.rows, X, 1, Y);
+        same &= !memcmp(Y, Y0, sizeof(float) * rows);
+    }
+    CHECK(same, "every candidate computes the same product");
+    CHECK(strstr(desc, "q4_0 ") && strstr(desc, "(tuned)"), "the search ends (%d calls): '%s'", calls, desc);
+    setenv("Q35_PF", "q4_0=256,512", 1);
+    q35_pf_setup(1);
+    for (int i = 0; i < 300; i++) q35_matmul(&m.rows, X, 1, Y);
+    q35_pftune_describe(desc, sizeof desc);
+    CHECK(q35_pf_for(Q35_DT_Q4_0).near == 256 && q35_pf_for(Q35_DT_Q4_0).far == 512 && strstr(desc, "q4_0 256/512 (set by Q35_PF)"),
+          "Q35_PF holds: '%s'", desc);
+    unsetenv("Q35_PF");
+    setenv("Q35_PF_TUNE", "0", 1);
+    q35_pf_setup(0);
+    for (int i = 0; i < 300; i++) q35_matmul(&m.rows, X, 1, Y);
+    q35_pftune_describe(desc, sizeof desc);
+    CHECK(q35_pf_for(Q35_DT_Q4_0).near == 1024 && q35_pf_for(Q35_DT_Q4_0).far == 4096 && strstr(desc, "q4_0 1024/4096 (static)"),
+          "Q35_PF_TUNE=0 keeps the table: '%s'", desc);
+    unsetenv("Q35_PF_TUNE");
+    q35_pf_setup(0);
+    free(X), free(Y0), free(Y);
+    mat_free(&m);
+}
+
 int main(void) {
     RUN(isa_selection);
     RUN(prefetch_table);
+    RUN(prefetch_search);
+    RUN(prefetch_search_live);
     RUN(f16_conversion);
     RUN(kat_q8_0);
     RUN(kat_q4_0);

@@ -18,6 +18,7 @@
 #include "core/pool.h"
 #include "kernels/kernels.h"
 #include "kernels/membw.h"
+#include "kernels/pftune.h"
 #include "layers/vision.h"
 #include "model/config.h"
 #include "model/synth.h"
@@ -390,17 +391,19 @@ int cmd_bench(int argc, char **argv) {
         const double limit = bw > 0 ? bw * 1e3 / per_tok_mb : 0;
         /* every token also reads and writes the fp32 recurrent state and reads the KV cache: the limit with those bytes too */
         const double limit_all = bw > 0 ? bw * 1e3 / (per_tok_mb + 2 * state_mb + kv_mb) : 0;
+        char pf[256]; /* the prefetch distances the single-token products ended on (kernels/pftune.h) */
+        q35_pftune_describe(pf, sizeof pf);
         if (json) {
             printf("{\"model\": \"%s\", \"weights\": \"%s\", \"head\": \"%s\", \"load\": \"%s\", \"threads\": %d, \"prompt_tokens\": %ld,"
                    " \"gen_tokens\": %ld, \"reps\": %ld, \"prompt_tps\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f},"
                    " \"gen_tps\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, \"weight_bytes\": %zu, \"bytes_per_token\": %zu,"
                    " \"state_bytes\": %zu, \"kv_cache\": \"%s\", \"kv_bytes_per_token\": %.0f, \"peak_rss_mb\": %.1f, \"read_bandwidth_gbs\": %.2f, \"gen_limit_tps\": %.2f,"
                    " \"gen_fraction_of_limit\": %.3f, \"gen_limit_with_state_tps\": %.2f, \"gen_fraction_of_limit_with_state\": %.3f,"
-                   " \"load_s\": %.2f}\n",
+                   " \"load_s\": %.2f, \"prefetch\": \"%s\"}\n",
                    synthetic ? synthetic : dir, info.weight_format, info.head_format, load ? "memory" : "mmap", q35_get_threads(), n_prompt,
                    n_gen, reps, p.median, p.lo, p.hi, g.median, g.lo, g.hi, info.weight_bytes, info.bytes_per_token, info.state_bytes,
                    kv_name, kv_mb * 1e6, rss_mb, bw,
-                   limit, limit > 0 ? g.median / limit : 0, limit_all, limit_all > 0 ? g.median / limit_all : 0, load_s);
+                   limit, limit > 0 ? g.median / limit : 0, limit_all, limit_all > 0 ? g.median / limit_all : 0, load_s, pf);
         } else {
             printf("model          %s (%d layers, hidden %d, vocab %d)\n", synthetic ? synthetic : dir, info.n_layers, info.hidden,
                    info.n_vocab);
@@ -420,6 +423,7 @@ int cmd_bench(int argc, char **argv) {
                    "reached %.0f%%\n",
                    state_mb, kv_mb, kv_name, limit_all, limit_all > 0 ? 100 * g.median / limit_all : 0);
             printf("peak RSS       %.0f MB (weights %.0f MB); load %.2f s\n", rss_mb, info.weight_bytes / 1e6, load_s);
+            if (*pf) printf("prefetch       %s\n", pf);
         }
     }
     free(ids);

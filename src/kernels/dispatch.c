@@ -8,6 +8,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/mm.h"
+#include "kernels/pftune.h"
 #include "kernels/prefetch.h"
 
 #if defined(__x86_64__)
@@ -124,6 +125,7 @@ void q35_pf_setup(int amd) {
         q35_pf_table[Q35_DT_Q8_0] = q35_pf_table[Q35_DT_BF16] = (q35_pf_dist){2048, 16384};
         q35_pf_table[Q35_DT_Q4_0] = q35_pf_table[Q35_DT_Q4R] = q35_pf_table[Q35_DT_Q4_K] = (q35_pf_dist){1024, 16384};
     }
+    int fixed[Q35_DT_COUNT] = {0};
     const char *e = getenv("Q35_PF");
     for (const char *s = e; s && *s;) { /* "near,far" or "dtype=near,far", separated by ';' */
         q35_pf_dist d;
@@ -134,12 +136,18 @@ void q35_pf_setup(int amd) {
             if (n < sizeof name) memcpy(name, s, n), name[n] = 0;
             const int k = parse_pf(eq + 1, &d);
             for (int i = 0; k && i < Q35_DT_COUNT; i++)
-                if (!strcmp(name, q35_dtype_name((q35_dtype)i))) q35_pf_table[i] = d;
+                if (!strcmp(name, q35_dtype_name((q35_dtype)i))) q35_pf_table[i] = d, fixed[i] = 1;
         } else if (parse_pf(s, &d)) {
-            for (int i = 0; i < Q35_DT_COUNT; i++) q35_pf_table[i] = d;
+            for (int i = 0; i < Q35_DT_COUNT; i++) q35_pf_table[i] = d, fixed[i] = 1;
         }
         s = semi ? semi + 1 : NULL;
     }
+    /* The run-time search (pftune.h) starts from this table; what Q35_PF set stays. */
+    q35_pftune_reset();
+    const char *tune = getenv("Q35_PF_TUNE");
+    q35_pftune_enable(!(tune && !strcmp(tune, "0")));
+    for (int i = 0; i < Q35_DT_COUNT; i++)
+        if (fixed[i]) q35_pftune_fix(i);
 }
 
 static int parse_isa(const char *s) {

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/pool.h"
+#include "kernels/pftune.h"
 #include "kernels/kernels.h"
 #include "kernels/mm.h"
 
@@ -222,8 +223,11 @@ static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, in
         tasks = pool ? q35_pool_threads(pool) : 1;
         if (tasks > groups) tasks = (int)groups;
     }
+    q35_pftune_mark mark = {.dt = -1};
+    if (n == 1 && parallel) q35_pftune_begin(dt, (int64_t)q35_row_bytes(dt, cols) * (r1 - r0), &mark);
     if (tasks <= 1) fn(&job, r0, r1);
     else q35_pool_run(pool, tasks, run_task, &ctx);
+    q35_pftune_end(&mark);
 }
 
 void q35_matmul(const q35_tensor *W, const float *X, int n, float *Y) { matmul_impl(W, X, n, Y, 0, W->shape[0], 1, 0); }
@@ -280,8 +284,15 @@ void q35_matmul_many(const q35_tensor *const *W, float *const *Y, int count, con
     q35_pool *pool = macs >= PARALLEL_MIN_MACS ? q35_global_pool() : NULL;
     int tasks = pool ? q35_pool_threads(pool) : 1;
     if (tasks > G) tasks = (int)G;
+    q35_pftune_mark mark = {.dt = -1};
+    if (n == 1) {
+        int64_t bytes = 0;
+        for (int k = 0; k < count; k++) bytes += (int64_t)q35_row_bytes(dt, cols) * jobs[k].rows;
+        q35_pftune_begin(dt, bytes, &mark);
+    }
     if (tasks <= 1) many_task(&ctx, 0, 1);
     else q35_pool_run(pool, tasks, many_task, &ctx);
+    q35_pftune_end(&mark);
 }
 
 void q35_matmul_rows(const q35_tensor *W, const float *X, int n, float *Y, int64_t r0, int64_t r1) {

@@ -14,7 +14,8 @@
  * Measured on the Intel VM (docs/speed.md; 0.8B Q4 generation, 3 interleaved runs of 3
  * repetitions): none 25.4 / 46.6 tok/s (1 / 2 threads), T0 at 2 KiB 27.6-28.5 / 50-52, T0 at 1 KiB
  * + T1 at 4 KiB 31-32 / 60-62; T0 at 4 KiB alone, NTA, and a T2 at 8 KiB were slower. AMD's Zen 4
- * wants other distances, per format (dispatch.c). */
+ * wants other distances, per format (dispatch.c), and two Zen 4 hosts wanted different ones: the
+ * table is where a run starts, and pftune.h searches from there. */
 #include "model/tensor.h"
 
 /* Distances in bytes ahead of the read: T0 (into L1) `near`, T1 (into L2) `far`; 0: no prefetch at
@@ -24,10 +25,16 @@
  * "q4_0=near,far;q6_k=near,far;..." per dtype. -DQ35_PF_NONE builds without software prefetch. */
 typedef struct q35_pf_dist {
     int32_t near, far;
-} q35_pf_dist;
+} __attribute__((aligned(8))) q35_pf_dist; /* 8-aligned: read and written as one word */
 extern q35_pf_dist q35_pf_table[Q35_DT_COUNT];
-void q35_pf_setup(int amd); /* dispatch.c: the table for this CPU (amd: AMD's cores), then Q35_PF */
-static inline q35_pf_dist q35_pf_for(q35_dtype dt) { return q35_pf_table[dt]; }
+/* dispatch.c: the table for this CPU (amd: AMD's cores), then Q35_PF and Q35_PF_TUNE; restarts the
+ * run-time search of pftune.h, which then rewrites entries of the table while products run */
+void q35_pf_setup(int amd);
+static inline q35_pf_dist q35_pf_for(q35_dtype dt) {
+    q35_pf_dist d;
+    __atomic_load(&q35_pf_table[dt], &d, __ATOMIC_RELAXED);
+    return d;
+}
 
 static inline int64_t q35_pf_step(int64_t bytes, int64_t units) { return (bytes + units - 1) / units; }
 static inline __attribute__((always_inline)) void q35_pf_at(const uint8_t *p, int64_t step, const int64_t ahead, const int locality) {
