@@ -771,11 +771,11 @@ static void prefetch_table(void) {
 static void prefetch_search(void) {
     q35_pftune t;
     q35_pftune_init(&t, (q35_pf_dist){1024, 4096}); /* also in the fixed list: not twice */
-    CHECK(t.n_cand == 5 && t.cand[0].near == 1024 && t.cand[0].far == 4096 && t.chosen == -1, "candidates from a listed start");
+    CHECK(t.n_cand == Q35_PFTUNE_MAX && t.cand[0].near == 1024 && t.cand[0].far == 4096 && t.chosen == -1, "candidates from a listed start");
     for (int a = 0; a < t.n_cand; a++)
         for (int b = a + 1; b < t.n_cand; b++) CHECK(t.cand[a].near != t.cand[b].near || t.cand[a].far != t.cand[b].far, "duplicate candidate");
-    q35_pftune_init(&t, (q35_pf_dist){256, 1024});
-    CHECK(t.n_cand == Q35_PFTUNE_MAX && t.cand[0].near == 256, "an unlisted start comes first");
+    q35_pftune_init(&t, (q35_pf_dist){128, 768});
+    CHECK(t.n_cand == Q35_PFTUNE_MAX && t.cand[0].near == 128, "an unlisted start comes first");
     int seen[Q35_PFTUNE_MAX] = {0}, order_differs = 0, first[Q35_PFTUNE_MAX];
     for (int r = 0; r < 3; r++) {
         int in_round[Q35_PFTUNE_MAX] = {0};
@@ -789,23 +789,26 @@ static void prefetch_search(void) {
         for (int c = 0; c < t.n_cand; c++) CHECK(in_round[c] == 1, "a round visits every candidate once");
     }
     CHECK(order_differs, "rounds rotate their order");
+    const int64_t bytes = 3 << 20, need = (Q35_PFTUNE_MIN_BYTES + bytes - 1) / bytes, per = need > Q35_PFTUNE_MIN_CALLS ? need : Q35_PFTUNE_MIN_CALLS;
     for (int fastest = 0; fastest < Q35_PFTUNE_MAX; fastest++) {
-        q35_pftune_init(&t, (q35_pf_dist){256, 1024});
+        q35_pftune_init(&t, (q35_pf_dist){128, 768});
         uint64_t x = 0x1234567u + (uint64_t)fastest;
-        int calls = 0, done = 0;
+        int calls = 0, done = 0, outside = 0, second = 0;
         while (!done && calls < 100000) {
             const int c = q35_pftune_pick(&t);
+            if (t.final[0] >= 0) second++, outside |= c != t.final[0] && c != t.final[1];
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             const double noise = 0.9 + 0.2 * (double)(x % 1000) / 1000.0, gbs = (c == fastest ? 23.0 : 20.0) * noise;
-            const int64_t bytes = 3 << 20;
             done = q35_pftune_record(&t, c, bytes, (double)bytes / gbs);
             calls++;
         }
         CHECK(done && t.chosen == fastest, "the fastest candidate (%d) wins, not %d", fastest, t.chosen);
-        CHECK(calls <= t.n_cand * 20, "decided within %d calls of 3 MiB (took %d)", t.n_cand * 20, calls);
+        CHECK(calls == (t.n_cand + 2) * per && second == 2 * per, "%d calls of 3 MiB in the first stage, %d in the second (took %d, %d)",
+              (int)(t.n_cand * per), (int)(2 * per), calls - second, second);
+        CHECK(!outside && (t.final[0] == fastest || t.final[1] == fastest), "the second stage runs the two finalists only");
         CHECK(q35_pftune_pick(&t) == fastest && !q35_pftune_record(&t, fastest, 1 << 20, 1e3), "the choice stays");
     }
-    q35_pftune_init(&t, (q35_pf_dist){256, 1024});
+    q35_pftune_init(&t, (q35_pf_dist){128, 768});
     for (int i = 0; i < 1000; i++) CHECK(!q35_pftune_record(&t, q35_pftune_pick(&t), 1 << 10, 100.0), "small calls never decide");
     CHECK(!q35_pftune_record(&t, -1, 1 << 20, 1.0) && !q35_pftune_record(&t, 99, 1 << 20, 1.0) && !q35_pftune_record(&t, 0, 1 << 20, 0.0),
           "bad records are ignored");

@@ -8,10 +8,11 @@
 
 #include "model/tensor.h"
 
-/* The pairs tried after the static table's (T0, T1 bytes ahead). They span what measured best on
- * the project's VMs: Intel wanted 1 KiB / 4 KiB (0.5 / 3 KiB for Q6_K), one Zen 4 host 1-2 KiB /
- * 16 KiB, another 0.5 / 2 KiB (docs/speed.md). */
-static const q35_pf_dist fixed_list[] = {{512, 2048}, {1024, 4096}, {2048, 8192}, {1024, 16384}, {2048, 16384}};
+/* The pairs tried after the static table's (T0, T1 bytes ahead), in order of preference (the
+ * list is cut at Q35_PFTUNE_MAX). They span what measured best on the project's VMs: Intel wanted
+ * 1 KiB / 4 KiB (0.5 / 3 KiB for Q6_K), one Zen 4 host 1-2 KiB / 16 KiB, another 0.25-0.5 KiB /
+ * 1-2 KiB (docs/speed.md). */
+static const q35_pf_dist fixed_list[] = {{512, 2048}, {256, 1024}, {1024, 4096}, {1024, 16384}, {2048, 8192}, {2048, 16384}};
 
 void q35_pftune_init(q35_pftune *t, q35_pf_dist start) {
     memset(t, 0, sizeof *t);
@@ -21,24 +22,43 @@ void q35_pftune_init(q35_pftune *t, q35_pf_dist start) {
         for (int k = 0; k < t->n_cand; k++) dup |= t->cand[k].near == fixed_list[i].near && t->cand[k].far == fixed_list[i].far;
         if (!dup) t->cand[t->n_cand++] = fixed_list[i];
     }
+    t->final[0] = t->final[1] = -1;
     t->chosen = -1;
 }
 
 int q35_pftune_pick(q35_pftune *t) {
     if (t->chosen >= 0) return t->chosen;
     const uint32_t n = (uint32_t)t->n_cand, s = t->seq++;
+    if (t->final[0] >= 0) return t->final[s & 1];
     return (int)((s % n + s / n) % n); /* round s / n visits every candidate, starting one later each round */
 }
+
+static double rate(const q35_pftune *t, int c) { return t->bytes[c] / t->ns[c]; }
 
 int q35_pftune_record(q35_pftune *t, int c, int64_t bytes, double ns) {
     if (t->chosen >= 0 || c < 0 || c >= t->n_cand || bytes <= 0 || ns <= 0) return 0;
     t->calls[c]++, t->bytes[c] += (double)bytes, t->ns[c] += ns;
-    int best = 0;
-    for (int k = 0; k < t->n_cand; k++) {
-        if (t->calls[k] < Q35_PFTUNE_MIN_CALLS || t->bytes[k] < (double)Q35_PFTUNE_MIN_BYTES) return 0;
-        if (t->bytes[k] / t->ns[k] > t->bytes[best] / t->ns[best]) best = k;
+    if (t->final[0] < 0) { /* first stage: every candidate */
+        for (int k = 0; k < t->n_cand; k++)
+            if (t->calls[k] < Q35_PFTUNE_MIN_CALLS || t->bytes[k] < (double)Q35_PFTUNE_MIN_BYTES) return 0;
+        int a = 0, b = -1;
+        for (int k = 1; k < t->n_cand; k++) {
+            if (rate(t, k) > rate(t, a)) b = a, a = k;
+            else if (b < 0 || rate(t, k) > rate(t, b)) b = k;
+        }
+        if (b < 0) { /* one candidate only */
+            t->chosen = a;
+            return 1;
+        }
+        t->final[0] = a, t->final[1] = b;
+        for (int i = 0; i < 2; i++) t->calls1[i] = t->calls[t->final[i]], t->bytes1[i] = t->bytes[t->final[i]];
+        return 0;
     }
-    t->chosen = best;
+    for (int i = 0; i < 2; i++) { /* second stage: as much again for both finalists */
+        const int k = t->final[i];
+        if (t->calls[k] - t->calls1[i] < Q35_PFTUNE_MIN_CALLS || t->bytes[k] - t->bytes1[i] < (double)Q35_PFTUNE_MIN_BYTES) return 0;
+    }
+    t->chosen = rate(t, t->final[1]) > rate(t, t->final[0]) ? t->final[1] : t->final[0];
     return 1;
 }
 

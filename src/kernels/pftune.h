@@ -15,8 +15,8 @@
 #include "kernels/prefetch.h"
 
 #define Q35_PFTUNE_MAX 6          /* candidate pairs per dtype */
-#define Q35_PFTUNE_MIN_CALLS 3    /* calls per candidate before a choice */
-#define Q35_PFTUNE_MIN_BYTES (40LL << 20) /* weight bytes per candidate before a choice */
+#define Q35_PFTUNE_MIN_CALLS 3    /* calls per candidate and stage */
+#define Q35_PFTUNE_MIN_BYTES (192LL << 20) /* weight bytes per candidate and stage */
 #define Q35_PFTUNE_MIN_PRODUCT (1LL << 20) /* smaller products are not timed (call overhead dominates) */
 
 /* One dtype's search: pure bookkeeping, no clock and no globals (tests drive it directly). */
@@ -27,13 +27,19 @@ typedef struct q35_pftune {
     double bytes[Q35_PFTUNE_MAX];      /* [n_cand] weight bytes of those calls */
     double ns[Q35_PFTUNE_MAX];         /* [n_cand] their time */
     uint32_t seq;                      /* calls handed out so far */
+    int final[2];                      /* the two best of the first stage; -1 before it ends */
+    int64_t calls1[2];                 /* their calls ... */
+    double bytes1[2];                  /* ... and bytes at the end of the first stage */
     int chosen;                        /* index into cand once decided; -1 while searching */
 } q35_pftune;
 
 /* Candidates: `start` first, then the fixed list without duplicates. */
 void q35_pftune_init(q35_pftune *t, q35_pf_dist start);
-/* The candidate for the next call (rounds of n_cand calls, each round in a rotated order), or
- * the chosen one. */
+/* The candidate for the next call, or the chosen one. First stage: rounds of n_cand calls, each
+ * round in a rotated order, until every candidate has Q35_PFTUNE_MIN_CALLS calls and
+ * Q35_PFTUNE_MIN_BYTES bytes. Second stage: the two fastest so far alternate until each has as
+ * much again; the faster over both stages is chosen (a noisy first stage can only pick between
+ * finalists, and the finalists are measured twice as long). */
 int q35_pftune_pick(q35_pftune *t);
 /* Records a call of candidate c; returns 1 when this call completes the search (t->chosen set). */
 int q35_pftune_record(q35_pftune *t, int c, int64_t bytes, double ns);
