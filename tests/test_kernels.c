@@ -814,6 +814,12 @@ static void prefetch_search(void) {
           "bad records are ignored");
 }
 
+/* Enough single-token products of W for a search to end (were it on), then the search's state. */
+static void run_and_describe(const q35_tensor *W, const float *X, float *Y, char *desc, size_t cap) {
+    for (int i = 0; i < 2000; i++) q35_matmul(W, X, 1, Y);
+    q35_pftune_describe(desc, cap);
+}
+
 /* The search behind q35_matmul: single-token products of a 1.2 MB Q4_0 matrix end on a candidate
  * and the output stays bitwise the same under every candidate; Q35_PF and Q35_PF_TUNE=0 keep the
  * table. */
@@ -829,7 +835,7 @@ static void prefetch_search_live(void) {
     q35_pf_setup(1);
     q35_matmul(&m.rows, X, 1, Y0);
     int same = 1, calls = 1;
-    for (; calls < 2000 && !strstr((q35_pftune_describe(desc, sizeof desc), desc), "(tuned)"); calls++) {
+    for (; calls < 4000 && !strstr((q35_pftune_describe(desc, sizeof desc), desc), "(tuned)"); calls++) {
         q35_matmul(&m.rows, X, 1, Y);
         same &= !memcmp(Y, Y0, sizeof(float) * rows);
     }
@@ -837,15 +843,13 @@ static void prefetch_search_live(void) {
     CHECK(strstr(desc, "q4_0 ") && strstr(desc, "(tuned)"), "the search ends (%d calls): '%s'", calls, desc);
     setenv("Q35_PF", "q4_0=256,512", 1);
     q35_pf_setup(1);
-    for (int i = 0; i < 300; i++) q35_matmul(&m.rows, X, 1, Y);
-    q35_pftune_describe(desc, sizeof desc);
+    run_and_describe(&m.rows, X, Y, desc, sizeof desc);
     CHECK(q35_pf_for(Q35_DT_Q4_0).near == 256 && q35_pf_for(Q35_DT_Q4_0).far == 512 && strstr(desc, "q4_0 256/512 (set by Q35_PF)"),
           "Q35_PF holds: '%s'", desc);
     unsetenv("Q35_PF");
     setenv("Q35_PF_TUNE", "0", 1);
     q35_pf_setup(0);
-    for (int i = 0; i < 300; i++) q35_matmul(&m.rows, X, 1, Y);
-    q35_pftune_describe(desc, sizeof desc);
+    run_and_describe(&m.rows, X, Y, desc, sizeof desc);
     CHECK(q35_pf_for(Q35_DT_Q4_0).near == 1024 && q35_pf_for(Q35_DT_Q4_0).far == 4096 && strstr(desc, "q4_0 1024/4096 (static)"),
           "Q35_PF_TUNE=0 keeps the table: '%s'", desc);
     unsetenv("Q35_PF_TUNE");

@@ -71,7 +71,7 @@ static struct {
     int enabled;
     int phase[Q35_DT_COUNT];  /* read without the lock on the fast path (atomic) */
     int fixed[Q35_DT_COUNT];  /* Q35_PF named it */
-    int used[Q35_DT_COUNT];   /* a single-token product of this dtype has run */
+    int used[Q35_DT_COUNT];   /* a single-token product of this dtype, >= Q35_PFTUNE_MIN_PRODUCT, has run */
     int tuned[Q35_DT_COUNT];  /* its search has chosen */
     q35_pftune t[Q35_DT_COUNT];
 } S = {.mu = PTHREAD_MUTEX_INITIALIZER, .enabled = 1};
@@ -87,9 +87,9 @@ static void set_dist(int dt, q35_pf_dist d) { __atomic_store(&q35_pf_table[dt], 
 void q35_pftune_begin(int dt, int64_t bytes, q35_pftune_mark *m) {
     m->dt = -1;
     if (dt < 0 || dt >= Q35_DT_COUNT) return;
-    if (__atomic_load_n(&S.phase[dt], __ATOMIC_ACQUIRE) == DONE) return;
+    if (bytes < Q35_PFTUNE_MIN_PRODUCT || __atomic_load_n(&S.phase[dt], __ATOMIC_ACQUIRE) == DONE) return;
     pthread_mutex_lock(&S.mu);
-    if (bytes >= Q35_PFTUNE_MIN_PRODUCT) S.used[dt] = 1; /* what describe lists */
+    S.used[dt] = 1;
     if (S.phase[dt] == IDLE) {
         if (!S.enabled || S.fixed[dt]) {
             __atomic_store_n(&S.phase[dt], DONE, __ATOMIC_RELEASE);
@@ -98,7 +98,7 @@ void q35_pftune_begin(int dt, int64_t bytes, q35_pftune_mark *m) {
             __atomic_store_n(&S.phase[dt], SEARCHING, __ATOMIC_RELEASE);
         }
     }
-    if (S.phase[dt] == SEARCHING && bytes >= Q35_PFTUNE_MIN_PRODUCT) {
+    if (S.phase[dt] == SEARCHING) {
         m->cand = q35_pftune_pick(&S.t[dt]);
         set_dist(dt, S.t[dt].cand[m->cand]);
         m->dt = dt, m->bytes = bytes;
