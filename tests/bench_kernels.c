@@ -189,7 +189,8 @@ static int bench_recur(int reps) {
             const double t0 = now();
             for (int l = 0; l < L; l++)
                 for (int h = 0; h < H; h++) {
-                    const q35_gdn_head hd = {q, k, v, DK, &g, &beta, o, DV, S + ((size_t)l * H + h) * per, 1, DK, DV};
+                    const q35_gdn_head hd = {q, k, v, DK, &g, &beta, o, DV, S + ((size_t)l * H + h) * per, 1, DK, DV,
+                                             h + 1 < H ? S + ((size_t)l * H + h + 1) * per : NULL};
                     kn->recur(&hd);
                 }
             t[r] = now() - t0;

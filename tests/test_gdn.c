@@ -300,7 +300,7 @@ static void free_case(gdn_case *c) { free(c->qkv), free(c->g), free(c->beta), fr
 
 static q35_gdn_head head_of(const gdn_case *c, float *S, float *o) {
     const int ld = 2 * c->dk + c->dv;
-    return (q35_gdn_head){c->qkv, c->qkv + c->dk, c->qkv + 2 * c->dk, ld, c->g, c->beta, o, c->dv, S, c->n, c->dk, c->dv};
+    return (q35_gdn_head){c->qkv, c->qkv + c->dk, c->qkv + 2 * c->dk, ld, c->g, c->beta, o, c->dv, S, c->n, c->dk, c->dv, NULL};
 }
 
 /* The reference: q35_gdn_step (ref.c) token by token. */
@@ -328,6 +328,17 @@ static void test_recur(void) {
             isas[s]->recur(&h);
             const double eo = rel_err(o, orf, no, 1e-3), es = rel_err(S, Sr, ns, 1e-3);
             CHECK(eo < 1e-5 && es < 1e-5, "%s recur dk=%d dv=%d: out %g state %g", isas[s]->name, c.dk, c.dv, eo, es);
+            /* with the next head named (prefetched only): bitwise the same, the next head untouched */
+            float *S2 = malloc(sizeof(float) * ns), *o2 = malloc(sizeof(float) * no), *nx = malloc(sizeof(float) * ns);
+            memcpy(S2, c.S0, sizeof(float) * ns);
+            for (size_t i = 0; i < ns; i++) nx[i] = (float)i;
+            h = head_of(&c, S2, o2);
+            h.S_next = nx;
+            isas[s]->recur(&h);
+            int same = !memcmp(S2, S, sizeof(float) * ns) && !memcmp(o2, o, sizeof(float) * no), kept = 1;
+            for (size_t i = 0; i < ns; i++) kept &= nx[i] == (float)i;
+            CHECK(same && kept, "%s recur dk=%d dv=%d with S_next: same %d, next untouched %d", isas[s]->name, c.dk, c.dv, same, kept);
+            free(S2), free(o2), free(nx);
             free(S), free(Sr), free(o), free(orf);
             free_case(&c);
         }

@@ -26,6 +26,9 @@ typedef struct q35_gdn_head {
     int ldo;
     float *S;          /* [dk][dv] recurrent state, updated in place */
     int n, dk, dv;
+    /* [dk][dv] the state the caller updates next, or NULL: recur prefetches it while it writes S
+     * (a prefetch only: it is neither read nor written here) */
+    const float *S_next;
 } q35_gdn_head;
 
 typedef struct q35_gdn_kernels {

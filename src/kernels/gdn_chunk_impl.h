@@ -391,12 +391,27 @@ static void FN(conv_silu)(float *x, int ld, float *state, const float *taps_t, i
 /* ---------------------------------------------------------------- token recurrence */
 
 /* Columns [c0, c0 + (nv-1)*VL + tail) of the state, every token: the state block stays in L1. */
-/* Rows of the state a token's first pass prefetches ahead: 16 rows of 128 floats = 8 KiB. Measured
- * on Zen 4 (18 layers x 16 heads of 128 x 128, one token, L3 flushed before each run): 2.0 ms
- * without, 1.47-1.53 ms with 16 rows, 1.64-1.77 with 8. */
-#define RECUR_PF 16
+/* In generation the state streams from memory, 64 KB per head per token, in two passes over each
+ * block: pass 1 reads it (u = S^T k), pass 2 rewrites it from L2 and reads nothing new. So the
+ * prefetches run one block ahead: at row i both passes ask for row i of `next` (the block recur
+ * reads after this one, when the caller says which), and pass 1 also for its own row i +
+ * RECUR_PF_OWN (the first block of a call has no one before it to fetch it). Asking twice is what
+ * makes it work: alone, pass 1's requests (a whole block ahead) are largely dropped, and alone,
+ * pass 2's come too late. Measured on Zen 4 (`bench_kernels --recur`: 18 layers x 16 heads of 128 x
+ * 128, one token, L3 flushed before each run; AVX-512 / AVX2, ms, three rounds): own rows 16 ahead
+ * only (the old kernel) 1.48-1.53 / 1.28-1.33; next's rows in pass 1 only 1.48-1.59 / 1.15-1.19; in
+ * pass 2 only 1.12-1.15 / 1.11; in both 0.76-0.81 / 0.74-0.81; in both and own rows 32 ahead
+ * 0.74-0.76 / 0.71-0.75. */
+#define RECUR_PF_OWN 32
 
-static ALWAYS_INLINE void FN(recur_block)(const int nv, const int masked, int tail, const q35_gdn_head *h, int c0) {
+/* Prefetch into L2 the w floats of row `row` of S or, past its dk rows, of next. */
+static ALWAYS_INLINE void FN(recur_pf)(const float *S, const float *next, int dk, int dv, int w, int row) {
+    const float *p = row < dk ? S + (size_t)row * dv : next && row < 2 * dk ? next + (size_t)(row - dk) * dv : NULL;
+    if (p)
+        for (int j = 0; j < w; j += 16) __builtin_prefetch(p + j, 0, 2);
+}
+
+static ALWAYS_INLINE void FN(recur_block)(const int nv, const int masked, int tail, const q35_gdn_head *h, int c0, const float *next) {
     const int dk = h->dk, dv = h->dv, ld = h->ld, w = (nv - 1) * VL + tail;
     float *S = h->S + c0;
     for (int t = 0; t < h->n; t++) {
@@ -409,11 +424,11 @@ static ALWAYS_INLINE void FN(recur_block)(const int nv, const int masked, int ta
         for (; i + 1 < dk; i += 2) { /* u = S^T k (two accumulator sets: half the FMA chain) */
             const float *r0 = S + (size_t)i * dv, *r1 = r0 + dv;
             const vec k0 = VSET1(k[i]), k1 = VSET1(k[i + 1]);
-            /* the state streams from memory: its rows RECUR_PF ahead into L2 (past the head's last
-             * row: the next head's first ones) */
-            for (int j = 0; j < w; j += 16) {
-                __builtin_prefetch(r0 + (size_t)RECUR_PF * dv + j, 0, 2);
-                __builtin_prefetch(r1 + (size_t)RECUR_PF * dv + j, 0, 2);
+            FN(recur_pf)(S, next, dk, dv, w, dk + i);
+            FN(recur_pf)(S, next, dk, dv, w, dk + i + 1);
+            if (i + RECUR_PF_OWN < dk) {
+                FN(recur_pf)(S, next, dk, dv, w, i + RECUR_PF_OWN);
+                FN(recur_pf)(S, next, dk, dv, w, i + 1 + RECUR_PF_OWN);
             }
 #pragma GCC unroll 8
             for (int j = 0; j < nv; j++) {
@@ -439,6 +454,7 @@ static ALWAYS_INLINE void FN(recur_block)(const int nv, const int masked, int ta
         for (i = 0; i < dk; i++) { /* S = decay S + k u^T;  o = S^T q */
             float *r = S + (size_t)i * dv;
             const vec ki = VSET1(k[i]), qi = VSET1(q[i]);
+            FN(recur_pf)(S, next, dk, dv, w, dk + i); /* again: see above */
 #pragma GCC unroll 8
             for (int j = 0; j < nv; j++) {
                 const int m = masked && j == nv - 1;
@@ -465,30 +481,32 @@ static void FN(recur)(const q35_gdn_head *h) {
     for (int c0 = 0; c0 < h->dv; c0 += B) {
         const int w = IMIN(B, h->dv - c0), nv = (w + VL - 1) / VL, tail = w - (nv - 1) * VL;
         const int masked = tail != VL;
+        /* the block read next: this state's next columns, or the next state's first ones */
+        const float *next = c0 + B < h->dv ? h->S + c0 + B : h->S_next;
         switch (nv * 2 + masked) {
-        case 2: FN(recur_block)(1, 0, VL, h, c0); break;
-        case 3: FN(recur_block)(1, 1, tail, h, c0); break;
+        case 2: FN(recur_block)(1, 0, VL, h, c0, next); break;
+        case 3: FN(recur_block)(1, 1, tail, h, c0, next); break;
 #if RNV >= 2
-        case 4: FN(recur_block)(2, 0, VL, h, c0); break;
-        case 5: FN(recur_block)(2, 1, tail, h, c0); break;
+        case 4: FN(recur_block)(2, 0, VL, h, c0, next); break;
+        case 5: FN(recur_block)(2, 1, tail, h, c0, next); break;
 #endif
 #if RNV >= 3
-        case 6: FN(recur_block)(3, 0, VL, h, c0); break;
-        case 7: FN(recur_block)(3, 1, tail, h, c0); break;
+        case 6: FN(recur_block)(3, 0, VL, h, c0, next); break;
+        case 7: FN(recur_block)(3, 1, tail, h, c0, next); break;
 #endif
 #if RNV >= 4
-        case 8: FN(recur_block)(4, 0, VL, h, c0); break;
-        case 9: FN(recur_block)(4, 1, tail, h, c0); break;
+        case 8: FN(recur_block)(4, 0, VL, h, c0, next); break;
+        case 9: FN(recur_block)(4, 1, tail, h, c0, next); break;
 #endif
 #if RNV >= 8
-        case 10: FN(recur_block)(5, 0, VL, h, c0); break;
-        case 11: FN(recur_block)(5, 1, tail, h, c0); break;
-        case 12: FN(recur_block)(6, 0, VL, h, c0); break;
-        case 13: FN(recur_block)(6, 1, tail, h, c0); break;
-        case 14: FN(recur_block)(7, 0, VL, h, c0); break;
-        case 15: FN(recur_block)(7, 1, tail, h, c0); break;
-        case 16: FN(recur_block)(8, 0, VL, h, c0); break;
-        case 17: FN(recur_block)(8, 1, tail, h, c0); break;
+        case 10: FN(recur_block)(5, 0, VL, h, c0, next); break;
+        case 11: FN(recur_block)(5, 1, tail, h, c0, next); break;
+        case 12: FN(recur_block)(6, 0, VL, h, c0, next); break;
+        case 13: FN(recur_block)(6, 1, tail, h, c0, next); break;
+        case 14: FN(recur_block)(7, 0, VL, h, c0, next); break;
+        case 15: FN(recur_block)(7, 1, tail, h, c0, next); break;
+        case 16: FN(recur_block)(8, 0, VL, h, c0, next); break;
+        case 17: FN(recur_block)(8, 1, tail, h, c0, next); break;
 #endif
         default: break;
         }

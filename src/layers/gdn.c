@@ -79,6 +79,7 @@ static void head_task(void *ctx, int task, int n_tasks) {
             .n = n,
             .dk = dk,
             .dv = dv,
+            .S_next = h + 1 < h1 ? j->rec_state + (size_t)(h + 1) * dk * dv : NULL, /* this task's next head */
         };
         if (n == 1 || sc->gdn_chunk <= 0) j->kn->recur(&hd);
         else j->kn->chunk(&hd, sc->gdn_chunk, work);
