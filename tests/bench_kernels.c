@@ -1,6 +1,7 @@
 /* Kernel throughput on the Qwen3.5-0.8B layer shapes (build: make bench-kernels; run:
- * build/bench_kernels [-r REPS] [-l LAYERS] [-n N] [-i ISA] [--head] [format...]; ISA: only that one,
- * default all; --head adds the LM head, 248320x1024 at n = 1; --attn N instead: generation's
+ * build/bench_kernels [-r REPS] [-l LAYERS] [-n N] [-i ISA] [--head] [--per-product] [format...]; ISA: only
+ * that one, default all; --head adds the LM head, 248320x1024 at n = 1; --per-product times each n = 1
+ * product alone and prints the six shapes' rates (docs/speed.md); --attn N instead: generation's
  * attention over an N-position fp32 / fp16 KV cache of the 0.8B shapes, 1 thread; --recur
  * instead: one token's delta rule over the 0.8B recurrent state, 1 thread).
  * For each format, ISA and thread count (1, 2): n = 1 over LAYERS copies of one layer's six
@@ -109,12 +110,17 @@ static int make_set(layer_set *s, q35_dtype dt, int layers) {
 
 static void free_set(layer_set *s) { q35_huge_free(s->mem); }
 
-static double run_set(layer_set *s, const float *X, float *Y, int n, int reps, int best) {
+/* per[k] (when not NULL): seconds in shape k's products over all reps, each product timed alone */
+static double run_set(layer_set *s, const float *X, float *Y, int n, int reps, int best, double *per) {
     double t[64];
     for (int r = 0; r < reps; r++) {
         const double t0 = now();
         for (int l = 0; l < s->layers; l++)
-            for (int k = 0; k < NSH; k++) q35_matmul(&s->t[l][k], X, n, Y);
+            for (int k = 0; k < NSH; k++) {
+                const double a = per ? now() : 0;
+                q35_matmul(&s->t[l][k], X, n, Y);
+                if (per) per[k] += now() - a;
+            }
         t[r] = now() - t0;
     }
     qsort(t, (size_t)reps, sizeof *t, cmp_d);
@@ -204,7 +210,7 @@ static int bench_recur(int reps) {
 }
 
 int main(int argc, char **argv) {
-    int reps = 7, layers = 24, nb = 64, nfmt = 0, only = -1, head = 0, attn = 0, recur = 0;
+    int reps = 7, layers = 24, nb = 64, nfmt = 0, only = -1, head = 0, attn = 0, recur = 0, per_product = 0;
     q35_dtype fmts[16];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -212,6 +218,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) nb = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--head")) head = 1;
         else if (!strcmp(argv[i], "--recur")) recur = 1;
+        else if (!strcmp(argv[i], "--per-product")) per_product = 1;
         else if (!strcmp(argv[i], "--attn") && i + 1 < argc) attn = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-i") && i + 1 < argc) {
             ++i;
@@ -250,11 +257,15 @@ int main(int argc, char **argv) {
             if ((only >= 0 && isa != only) || q35_isa_set((q35_isa)isa) != 0) continue;
             for (int th = 1; th <= 2; th++) {
                 q35_set_threads(th);
-                run_set(s, X, Y, 1, 1, 0); /* warm up: pool, buffers */
-                const double t1 = run_set(s, X, Y, 1, reps, 0);
-                const double tn = isa == Q35_ISA_SCALAR ? 0 : run_set(s, X, Y, nb, reps, 1);
+                run_set(s, X, Y, 1, 1, 0, NULL); /* warm up: pool, buffers */
+                double per[NSH] = {0};
+                const double t1 = run_set(s, X, Y, 1, reps, 0, per_product ? per : NULL);
+                const double tn = isa == Q35_ISA_SCALAR ? 0 : run_set(s, X, Y, nb, reps, 1, NULL);
                 printf("%-6s %-7s %3d %10.1f %12.1f %12.1f\n", q35_dtype_name(fmts[f]), q35_isa_name((q35_isa)isa), th, (double)s->bytes / layers / 1e6,
                        (double)s->bytes / t1 / 1e9, tn > 0 ? nb * flops / tn / 1e9 : 0.0);
+                for (int k = 0; per_product && k < NSH; k++)
+                    printf("    %-7s %5lldx%-5lld %8.1f us %8.1f GB/s (mean of every rep and layer)\n", SHAPES[k].name, (long long)SHAPES[k].rows,
+                           (long long)SHAPES[k].cols, per[k] / reps / layers * 1e6, (double)s->t[0][k].nbytes * layers * reps / per[k] / 1e9);
                 fflush(stdout);
             }
         }
