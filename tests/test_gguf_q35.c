@@ -175,7 +175,7 @@ static void test_container_types(void) {
     q35_gguf_writer_free(w);
     q35_gguf g;
     if (q35_gguf_open(path, 0, &g)) { CHECK(0, "%s", q35_last_error()); goto done; }
-    CHECK(g.q35_version == 1 && g.n_tensors == n, "version %u, %d tensors", g.q35_version, g.n_tensors);
+    CHECK(g.q35_version == Q35_GGUF_Q35_VERSION && g.n_tensors == n, "version %u, %d tensors", g.q35_version, g.n_tensors);
     for (int i = 0; i < n; i++) {
         const q35_gguf_tensor *t = q35_gguf_find_tensor(&g, names[i]);
         if (!t) { CHECK(0, "%s missing", names[i]); continue; }
@@ -254,9 +254,13 @@ static void test_corrupt(void) {
     expect(bad, "truncated infos", Q35_ERR_FORMAT, "truncated", NULL);
 
     memcpy(d, base, n); /* unknown version */
-    put32(d + ver_at, 2);
+    put32(d + ver_at, Q35_GGUF_Q35_VERSION + 1);
     save(bad, d, n);
-    expect(bad, "version 2", Q35_ERR_UNSUPPORTED, "q35.format_version 2", "newer");
+    expect(bad, "a newer version", Q35_ERR_UNSUPPORTED, "q35.format_version", "newer");
+    memcpy(d, base, n); /* version 1: the R16 groups of an older q35 (all scales first) */
+    put32(d + ver_at, 1);
+    save(bad, d, n);
+    expect(bad, "version 1", Q35_ERR_UNSUPPORTED, "q35.format_version 1", "q35 quantize");
 
     memcpy(d, base, n); /* another layout */
     memcpy(d + lay_at, "r32", 3);

@@ -112,7 +112,7 @@ static const int64_t ROWS[] = {1, 5, 16, 17, 31, 67};
 static void cols_for(q35_dtype dt, int64_t *c) {
     switch (dt) {
     case Q35_DT_F32: case Q35_DT_F16: case Q35_DT_BF16: c[0] = 7; c[1] = 33; c[2] = 100; c[3] = 1024; break;
-    case Q35_DT_Q8_0: case Q35_DT_Q4_0: c[0] = 32; c[1] = 96; c[2] = 256; c[3] = 1024; break;
+    case Q35_DT_Q8_0: case Q35_DT_Q4_0: c[0] = 32; c[1] = 96; c[2] = 1056; c[3] = 1024; break; /* 1056: a run of 32 blocks and one of 1 (quant.h) */
     case Q35_DT_Q4R: c[0] = 128; c[1] = 384; c[2] = 512; c[3] = 1024; break;
     default: c[0] = 256; c[1] = 512; c[2] = 768; c[3] = 1024; break;
     }

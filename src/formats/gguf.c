@@ -341,7 +341,10 @@ q35_status q35_gguf_parse(const char *path, q35_mapping map, q35_gguf *g) {
             }
             g->q35_version = le32(kv->data);
             if (g->q35_version != Q35_GGUF_Q35_VERSION) {
-                st = q35_fail(Q35_ERR_UNSUPPORTED, "%s: q35.format_version %u is not supported (this build reads version %d; was it written by a newer q35?)",
+                st = q35_fail(Q35_ERR_UNSUPPORTED,
+                              g->q35_version < Q35_GGUF_Q35_VERSION
+                                  ? "%s: q35.format_version %u is not supported (this build reads version %d; an older q35 wrote it: make it again with q35 quantize)"
+                                  : "%s: q35.format_version %u is not supported (this build reads version %d; was it written by a newer q35?)",
                               path, g->q35_version, Q35_GGUF_Q35_VERSION);
                 goto fail;
             }

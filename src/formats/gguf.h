@@ -9,9 +9,10 @@
  * Writer: metadata + tensors, written atomically (tmp file + rename), default alignment 32, the
  * same layout gguf-py and llama.cpp write.
  *
- * q35 layout (format version 1; docs/quantization.md "File format"): still a valid GGUF container
+ * q35 layout (format version 2; docs/quantization.md "File format"): still a valid GGUF container
  * (same header, metadata, tensor infos, alignment), marked by the metadata
- *   q35.format_version  u32 = 1      (another value: refused, "written by a newer q35")
+ *   q35.format_version  u32 = 2      (1: an older q35's R16 groups, refused with "make it again with
+ *                                     q35 quantize"; above 2: refused, "written by a newer q35")
  *   q35.layout          string "r16" (anything else, or absent: refused)
  *   general.alignment   u32, a multiple of 64 (the kernels read R16 groups with aligned vector loads)
  * and tensor types outside ggml's numbering for the encodings only q35 has (Q35_GGUF_T_*): Q4R rows,
@@ -64,7 +65,8 @@ enum {
     Q35_GGUF_T_R16_Q6_K = 0x3504,
     Q35_GGUF_T_R16_Q4R = 0x3505,
 };
-#define Q35_GGUF_Q35_VERSION 1       /* the q35.format_version this build reads and writes */
+#define Q35_GGUF_Q35_VERSION 2       /* the q35.format_version this build reads and writes (1: R16 Q8_0/Q4 groups
+                                     * kept all their scales first, quant.h) */
 #define Q35_GGUF_Q35_ALIGN 64        /* q35 tensors: general.alignment a multiple of this */
 
 /* Limits (beyond "fits in the file"): refused with a message, never allocated. */

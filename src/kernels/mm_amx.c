@@ -57,23 +57,24 @@ static void configure(int T) {
     _tile_loadconfig(&c);
 }
 
-static int64_t scale_bytes16(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)63; }
-
 /* Signed weight bytes of blocks [b0, b0 + nbk) of one group into wq[nbk][8][64]. */
 static void unpack_q8(const uint8_t *grp, int64_t nb, int64_t b0, int64_t nbk, int8_t *wq) {
-    const uint8_t *qs = grp + scale_bytes16(nb) + 512 * b0;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    for (int64_t i = 0; i < nbk * 8; i++)
-        _mm512_store_si512((void *)(wq + 64 * i), _mm512_xor_si512(_mm512_loadu_si512((const void *)(qs + 64 * i)), flip));
+    for (int64_t b = 0; b < nbk; b++) {
+        const uint8_t *qs = q35_r16_chunks(grp, nb, b0 + b, 512);
+        UNROLL
+        for (int c = 0; c < 8; c++)
+            _mm512_store_si512((void *)(wq + 512 * b + 64 * c), _mm512_xor_si512(_mm512_loadu_si512((const void *)(qs + 64 * c)), flip));
+    }
 }
 
 static void unpack_q4(const uint8_t *grp, int64_t nb, int64_t b0, int64_t nbk, int8_t *wq) {
-    const uint8_t *qs = grp + scale_bytes16(nb) + 256 * b0;
     const __m512i m4 = _mm512_set1_epi8(15), eight = _mm512_set1_epi8(8);
     for (int64_t b = 0; b < nbk; b++) {
+        const uint8_t *qs = q35_r16_chunks(grp, nb, b0 + b, 256);
         UNROLL
         for (int c = 0; c < 4; c++) {
-            const __m512i v = _mm512_loadu_si512((const void *)(qs + 256 * b + 64 * c));
+            const __m512i v = _mm512_loadu_si512((const void *)(qs + 64 * c));
             _mm512_store_si512((void *)(wq + 512 * b + 64 * c), _mm512_sub_epi8(_mm512_and_si512(v, m4), eight));
             _mm512_store_si512((void *)(wq + 512 * b + 64 * (c + 4)), _mm512_sub_epi8(_mm512_and_si512(_mm512_srli_epi16(v, 4), m4), eight));
         }
@@ -102,7 +103,7 @@ INLINE void scale_add(__m512 *acc, const int32_t *C, __m512 dw, const float *da,
 /* Tokens [t0, t0 + T) x blocks [b0, b0 + nbk) of one group; acc holds the running sums. Tiles
  * are not renamed, so consecutive blocks alternate between two tile sets, and the products of a
  * pair of blocks are scaled while the next pair's run. */
-INLINE void tile_blocks(__m512 *acc, const uint8_t *grp, const int8_t *wq, int64_t b0, int64_t nbk, const q35_act *a, int t0,
+INLINE void tile_blocks(__m512 *acc, const uint8_t *grp, int64_t qb, const int8_t *wq, int64_t b0, int64_t nbk, const q35_act *a, int t0,
                         const int T) {
     _Alignas(64) int32_t C[4][16 * 16];
     int64_t i = 0, pending = -1; /* first block of the stored, not yet scaled pair (in C[p], C[p+1]) */
@@ -113,8 +114,8 @@ INLINE void tile_blocks(__m512 *acc, const uint8_t *grp, const int8_t *wq, int64
         BLOCK_PRODUCT(3, 4, 5, b0 + i + 1, i + 1, C[q + 1]);
         if (pending >= 0) {
             const int64_t b = b0 + pending;
-            scale_add(acc, C[p], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * b))), a->d + (size_t)b * a->n + t0, T);
-            scale_add(acc, C[p + 1], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * (b + 1)))), a->d + (size_t)(b + 1) * a->n + t0, T);
+            scale_add(acc, C[p], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, qb))), a->d + (size_t)b * a->n + t0, T);
+            scale_add(acc, C[p + 1], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b + 1, qb))), a->d + (size_t)(b + 1) * a->n + t0, T);
         }
         pending = i;
         p = q;
@@ -122,12 +123,12 @@ INLINE void tile_blocks(__m512 *acc, const uint8_t *grp, const int8_t *wq, int64
     if (i < nbk) BLOCK_PRODUCT(0, 1, 2, b0 + i, i, C[2 - p]);
     if (pending >= 0) {
         const int64_t b = b0 + pending;
-        scale_add(acc, C[p], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * b))), a->d + (size_t)b * a->n + t0, T);
-        scale_add(acc, C[p + 1], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * (b + 1)))), a->d + (size_t)(b + 1) * a->n + t0, T);
+        scale_add(acc, C[p], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, qb))), a->d + (size_t)b * a->n + t0, T);
+        scale_add(acc, C[p + 1], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b + 1, qb))), a->d + (size_t)(b + 1) * a->n + t0, T);
     }
     if (i < nbk) {
         const int64_t b = b0 + i;
-        scale_add(acc, C[2 - p], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * b))), a->d + (size_t)b * a->n + t0, T);
+        scale_add(acc, C[2 - p], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, qb))), a->d + (size_t)b * a->n + t0, T);
     }
 }
 
@@ -151,7 +152,7 @@ INLINE void token_tile(const q35_mm_job *j, const uint8_t *grp, int64_t nb, int8
             if (q4) unpack_q4(grp, nb, b0, nbk, wq);
             else unpack_q8(grp, nb, b0, nbk, wq);
         }
-        tile_blocks(acc, grp, wq, b0, nbk, &j->a, t0, T);
+        tile_blocks(acc, grp, q4 ? 256 : 512, wq, b0, nbk, &j->a, t0, T);
     }
     UNROLL
     for (int t = 0; t < T; t++) store16(j->Y + (int64_t)(t0 + t) * j->rows, acc[t], 16 * g, r0, r1);

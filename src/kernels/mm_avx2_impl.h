@@ -53,14 +53,13 @@ INLINE void SUFFIX(q4_tile)(const uint8_t *grp, int64_t nb, int hf, const q35_ac
     __m256 acc[4];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
-    const uint8_t *qs = grp + SUFFIX(sbytes16)(nb) + 32 * hf;
     const __m256i m4 = _mm256_set1_epi8(15);
     const int64_t pfs = q35_pf_step(SUFFIX(sbytes16)(nb) + 256 * nb, nb);
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0);
     for (int64_t b = 0; b < nb; b++) {
         if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs); /* the second half reads the group from cache */
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + 32 * b + 16 * hf)));
-        const uint8_t *cq = qs + 256 * b;
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(q35_r16_scales(grp, b, 256) + 16 * hf)));
+        const uint8_t *cq = q35_r16_chunks(grp, nb, b, 256) + 32 * hf;
         const size_t base = (size_t)b * a->n + t0;
         const int8_t *aq = a->q + base * 32;
 #if VNNI
@@ -111,13 +110,12 @@ INLINE void SUFFIX(q8_tile)(const uint8_t *grp, int64_t nb, int hf, const q35_ac
     __m256 acc[4];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
-    const uint8_t *qs = grp + SUFFIX(sbytes16)(nb) + 32 * hf;
     const int64_t pfs = q35_pf_step(SUFFIX(sbytes16)(nb) + 512 * nb, nb);
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q8_0);
     for (int64_t b = 0; b < nb; b++) {
         if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + 32 * b + 16 * hf)));
-        const uint8_t *cq = qs + 512 * b;
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(q35_r16_scales(grp, b, 512) + 16 * hf)));
+        const uint8_t *cq = q35_r16_chunks(grp, nb, b, 512) + 32 * hf;
         const size_t base = (size_t)b * a->n + t0;
         const int8_t *aq = a->q + base * 32;
         __m256i s[4];

@@ -36,14 +36,13 @@ INLINE void q4_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, co
     __m512 acc[8];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
-    const uint8_t *qs = grp + scale_bytes16(nb);
     const __m512i m4 = _mm512_set1_epi8(15);
     const int64_t pfs = q35_pf_step(scale_bytes16(nb) + 256 * nb, nb);
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0);
     for (int64_t b = 0; b < nb; b++) {
         if (T == 1) q35_pf(pd, grp + b * pfs, pfs);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * b)));
-        const uint8_t *cq = qs + 256 * b;
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, 256)));
+        const uint8_t *cq = q35_r16_chunks(grp, nb, b, 256);
         const size_t base = (size_t)b * a->n + t0;
         const int8_t *aq = a->q + base * 32;
         if (T == 1) { /* high nibbles kept in place (16x, still < 256): one shift per block, not four */
@@ -93,13 +92,12 @@ INLINE void q8_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, co
     __m512 acc[8];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
-    const uint8_t *qs = grp + scale_bytes16(nb);
     const int64_t pfs = q35_pf_step(scale_bytes16(nb) + 512 * nb, nb);
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q8_0);
     for (int64_t b = 0; b < nb; b++) {
         if (T == 1) q35_pf(pd, grp + b * pfs, pfs);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(grp + 32 * b)));
-        const uint8_t *cq = qs + 512 * b;
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, 512)));
+        const uint8_t *cq = q35_r16_chunks(grp, nb, b, 512);
         __m512i w[8];
         UNROLL
         for (int c = 0; c < 8; c++) w[c] = _mm512_loadu_si512((const void *)(cq + 64 * c));

@@ -79,14 +79,13 @@ INLINE void SUFFIX(q4_tile)(const uint8_t *grp, int64_t nb, int qt, const q35_ac
     float32x4_t acc[4];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
-    const uint8_t *qs = grp + sbytes16(nb) + 16 * qt;
     const uint8x16_t m4 = vdupq_n_u8(15);
     const int64_t pfs = q35_pf_step(sbytes16(nb) + 256 * nb, nb);
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0);
     for (int64_t b = 0; b < nb; b++) {
         if (T == 1 && !qt) q35_pf(pd, grp + b * pfs, pfs); /* later quarters read the group from cache */
-        const float32x4_t dw = h4(grp + 32 * b + 8 * qt);
-        const uint8_t *cq = qs + 256 * b;
+        const float32x4_t dw = h4(q35_r16_scales(grp, b, 256) + 8 * qt);
+        const uint8_t *cq = q35_r16_chunks(grp, nb, b, 256) + 16 * qt;
         int8x16_t lo[4], hi[4];
         UNROLL
         for (int c = 0; c < 4; c++) {
@@ -116,14 +115,13 @@ INLINE void SUFFIX(q8_tile)(const uint8_t *grp, int64_t nb, int qt, const q35_ac
     float32x4_t acc[4];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
-    const uint8_t *qs = grp + sbytes16(nb) + 16 * qt;
     const uint8x16_t x80 = vdupq_n_u8(0x80);
     const int64_t pfs = q35_pf_step(sbytes16(nb) + 512 * nb, nb);
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q8_0);
     for (int64_t b = 0; b < nb; b++) {
         if (T == 1 && !qt) q35_pf(pd, grp + b * pfs, pfs);
-        const float32x4_t dw = h4(grp + 32 * b + 8 * qt);
-        const uint8_t *cq = qs + 512 * b;
+        const float32x4_t dw = h4(q35_r16_scales(grp, b, 512) + 8 * qt);
+        const uint8_t *cq = q35_r16_chunks(grp, nb, b, 512) + 16 * qt;
         int8x16_t w[8];
         UNROLL
         for (int c = 0; c < 8; c++) w[c] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(cq + 64 * c), x80));

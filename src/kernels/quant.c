@@ -289,12 +289,12 @@ static void rows_q6k(const uint8_t *blk, float *d, int8_t sc[16], int8_t q[256])
 
 /* ---- R16 layout ---- */
 
-static int64_t scale_bytes16(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)63; }
-
 size_t q35_r16_group_bytes(q35_dtype dt, int64_t cols) {
     switch (dt) {
-    case Q35_DT_Q8_0: return (size_t)(scale_bytes16(cols / 32) + (cols / 32) * 512);
-    case Q35_DT_Q4_0: case Q35_DT_Q4R: return (size_t)(scale_bytes16(cols / 32) + (cols / 32) * 256);
+    case Q35_DT_Q8_0: case Q35_DT_Q4_0: case Q35_DT_Q4R: {
+        const int64_t nb = cols / 32, qb = dt == Q35_DT_Q8_0 ? 512 : 256, rem = nb % Q35_R16_RUN;
+        return (size_t)(q35_r16_run_at(nb - rem, qb) + (rem ? q35_r16_run_scale_bytes(rem) + rem * qb : 0));
+    }
     case Q35_DT_Q4_K: return (size_t)(cols / 256) * 2368;
     case Q35_DT_Q6_K: return (size_t)(cols / 256) * 3360;
     default: return 0;
@@ -308,15 +308,20 @@ size_t q35_repack_size(const q35_tensor *W) {
 
 /* Byte address of chunk c of the 32-value block b in a Q8_0/Q4 group, and of its scale. */
 static uint8_t *r16_b32_chunk(uint8_t *g, q35_dtype dt, int64_t nb, int64_t b, int c) {
-    const int per = dt == Q35_DT_Q8_0 ? 512 : 256;
-    return g + scale_bytes16(nb) + b * per + 64 * c;
+    const int64_t per = dt == Q35_DT_Q8_0 ? 512 : 256, b0 = b - b % Q35_R16_RUN;
+    return g + q35_r16_run_at(b0, per) + q35_r16_run_scale_bytes(q35_r16_run_len(nb, b0)) + (b - b0) * per + 64 * c;
+}
+/* The f16 scale of row rr in block b */
+static uint8_t *r16_b32_scale(uint8_t *g, q35_dtype dt, int64_t b, int rr) {
+    const int64_t per = dt == Q35_DT_Q8_0 ? 512 : 256, b0 = b - b % Q35_R16_RUN;
+    return g + q35_r16_run_at(b0, per) + 2 * (16 * (b - b0) + rr);
 }
 
 static void r16_get_b32(const q35_tensor *W, int64_t r, int64_t b, float *d, int8_t q[32]) {
     const int64_t nb = W->shape[1] / 32;
     uint8_t *g = (uint8_t *)W->data + (size_t)(r / 16) * q35_r16_group_bytes(W->dtype, W->shape[1]);
     const int rr = (int)(r % 16);
-    *d = h2f(g + 2 * (16 * b + rr));
+    *d = h2f(r16_b32_scale(g, W->dtype, b, rr));
     if (W->dtype == Q35_DT_Q8_0) {
         for (int c = 0; c < 8; c++)
             for (int i = 0; i < 4; i++) q[4 * c + i] = (int8_t)(r16_b32_chunk(g, W->dtype, nb, b, c)[4 * rr + i] ^ 0x80);
@@ -331,8 +336,8 @@ static void r16_get_b32(const q35_tensor *W, int64_t r, int64_t b, float *d, int
 }
 
 static void r16_put_b32(uint8_t *g, q35_dtype dt, int64_t nb, int rr, int64_t b, uint16_t dh, const int8_t q[32]) {
-    g[2 * (16 * b + rr)] = (uint8_t)dh;
-    g[2 * (16 * b + rr) + 1] = (uint8_t)(dh >> 8);
+    r16_b32_scale(g, dt, b, rr)[0] = (uint8_t)dh;
+    r16_b32_scale(g, dt, b, rr)[1] = (uint8_t)(dh >> 8);
     if (dt == Q35_DT_Q8_0) {
         for (int c = 0; c < 8; c++)
             for (int i = 0; i < 4; i++) r16_b32_chunk(g, dt, nb, b, c)[4 * rr + i] = (uint8_t)q[4 * c + i] ^ 0x80;

@@ -38,8 +38,11 @@
  * Per 32-column block b of a group, Q4_0 / Q4R: chunks c = 0..3, chunk c byte 4r+i = qs[4c+i] of
  *   row r (low nibble: value 4c+i, high nibble: value 16+4c+i, both 0..15 with the -8 offset).
  *   Q8_0: chunks c = 0..7, chunk c byte 4r+i = q[4c+i] ^ 0x80 of row r (0..255, value q+128).
- * Group of Q8_0 / Q4_0 / Q4R: f16 d[nb][16] (padded to a multiple of 64 bytes), then the chunks of
- *   block 0, 1, ..., nb-1 (nb = cols/32).
+ * Group of Q8_0 / Q4_0 / Q4R (nb = cols/32 blocks): runs of Q35_R16_RUN = 32 blocks (the last one
+ *   shorter), each f16 d[k][16] of its k blocks (padded to a multiple of 64 bytes), then the chunks
+ *   of its blocks in order. (Until q35.format_version 2 a group kept all nb blocks' scales first:
+ *   in a long row the kernels then read two places 3.5 KiB and more apart, and the 1024 x 3584 down
+ *   projection streamed at 19 GB/s where 32-block rows streamed at 27; docs/speed.md.)
  * Group of Q4_K, per super-block: f16 d[16]; f16 dmin[16]; u8 sc[8][16]; u8 m[8][16]; then for
  *   sub-block s = 0..7 the 4 chunks of its 32 values in the Q4_0 arrangement above (q 0..15) —
  *   2368 bytes per super-block of 16 rows.
@@ -77,6 +80,22 @@ int q35_dequantize_row(q35_dtype dt, const void *src, float *y, int64_t n);
 /* The Q4R rotation of 128 values in place (v = R v) and its inverse (v = R^T v). */
 void q35_q4r_rotate(float *v);
 void q35_q4r_unrotate(float *v);
+
+/* Q8_0 / Q4_0 / Q4R groups hold their blocks in runs of Q35_R16_RUN: a run of k blocks is their
+ * scales (f16 d[k][16], padded to a multiple of 64 bytes), then their chunks; qb = 256 (Q4) or 512
+ * (Q8_0) bytes of chunks a block. Offsets in a group: */
+#define Q35_R16_RUN 32
+static inline int64_t q35_r16_run_scale_bytes(int64_t k) { return (k * 32 + 63) & ~(int64_t)63; }
+static inline int64_t q35_r16_run_at(int64_t b0, int64_t qb) { return (b0 / Q35_R16_RUN) * (Q35_R16_RUN * (32 + qb)); } /* run starting at block b0 */
+static inline int64_t q35_r16_run_len(int64_t nb, int64_t b0) { return nb - b0 < Q35_R16_RUN ? nb - b0 : Q35_R16_RUN; }
+/* Block b's scales (f16 d[16]) and its chunks, in a group of nb blocks */
+static inline const uint8_t *q35_r16_scales(const uint8_t *grp, int64_t b, int64_t qb) {
+    return grp + q35_r16_run_at(b, qb) + 32 * (b % Q35_R16_RUN);
+}
+static inline const uint8_t *q35_r16_chunks(const uint8_t *grp, int64_t nb, int64_t b, int64_t qb) {
+    const int64_t b0 = b - b % Q35_R16_RUN;
+    return grp + q35_r16_run_at(b0, qb) + q35_r16_run_scale_bytes(q35_r16_run_len(nb, b0)) + qb * (b - b0);
+}
 
 /* Bytes of the Q35_LAYOUT_R16 copy of row-major W (0: no interleaved layout for W's dtype). */
 size_t q35_repack_size(const q35_tensor *W);
