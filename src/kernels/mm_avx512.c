@@ -12,12 +12,6 @@
 #define INLINE static inline __attribute__((always_inline))
 #define UNROLL _Pragma("GCC unroll 16")
 
-INLINE __m512i bcast32(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
-}
-
 /* Masked store of 16 row results at rows rbase..rbase+15, keeping only [r0, r1). */
 INLINE void store16(float *y, __m512 v, int64_t rbase, int64_t r0, int64_t r1) {
     int64_t lo = r0 - rbase, hi = r1 - rbase;
@@ -25,6 +19,13 @@ INLINE void store16(float *y, __m512 v, int64_t rbase, int64_t r0, int64_t r1) {
     hi = hi > 16 ? 16 : hi;
     const __mmask16 m = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
     _mm512_mask_storeu_ps(y + rbase, m, v);
+}
+
+/* acc += w . (4 bytes at p, broadcast): GCC 12 does not fold the broadcast into vpdpbusd's
+ * {1to16} memory operand and issues one vpbroadcastd per product instead. */
+INLINE __m512i dpbusd_bc(__m512i acc, __m512i w, const int8_t *p) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*(const int8_t(*)[4])p));
+    return acc;
 }
 
 static int64_t scale_bytes16(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)63; }
@@ -50,8 +51,8 @@ INLINE void q4_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, co
             UNROLL
             for (int c = 0; c < 4; c++) {
                 const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
-                slo = _mm512_dpbusd_epi32(slo, _mm512_and_si512(v, m4), bcast32(aq + 4 * c));
-                shi = _mm512_dpbusd_epi32(shi, _mm512_andnot_si512(m4, v), bcast32(aq + 16 + 4 * c));
+                slo = dpbusd_bc(slo, _mm512_and_si512(v, m4), aq + 4 * c);
+                shi = dpbusd_bc(shi, _mm512_andnot_si512(m4, v), aq + 16 + 4 * c);
             }
             const __m512i s = _mm512_add_epi32(slo, _mm512_srai_epi32(shi, 4));
             const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base]));
@@ -71,9 +72,9 @@ INLINE void q4_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, co
         UNROLL
         for (int c = 0; c < 4; c++) {
             UNROLL
-            for (int j = 0; j < T; j++) s[j] = _mm512_dpbusd_epi32(s[j], lo[c], bcast32(aq + 32 * j + 4 * c));
+            for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], lo[c], aq + 32 * j + 4 * c);
             UNROLL
-            for (int j = 0; j < T; j++) s[j] = _mm512_dpbusd_epi32(s[j], hi[c], bcast32(aq + 32 * j + 16 + 4 * c));
+            for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], hi[c], aq + 32 * j + 16 + 4 * c);
         }
         UNROLL
         for (int j = 0; j < T; j++) {
@@ -109,7 +110,7 @@ INLINE void q8_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, co
         UNROLL
         for (int c = 0; c < 8; c++) {
             UNROLL
-            for (int j = 0; j < T; j++) s[j] = _mm512_dpbusd_epi32(s[j], w[c], bcast32(aq + 32 * j + 4 * c));
+            for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], w[c], aq + 32 * j + 4 * c);
         }
         UNROLL
         for (int j = 0; j < T; j++) {
@@ -155,9 +156,9 @@ INLINE void q4k_tile(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, 
             UNROLL
             for (int c = 0; c < 4; c++) {
                 UNROLL
-                for (int j = 0; j < T; j++) dots[j] = _mm512_dpbusd_epi32(dots[j], lo[c], bcast32(aq + 32 * j + 4 * c));
+                for (int j = 0; j < T; j++) dots[j] = dpbusd_bc(dots[j], lo[c], aq + 32 * j + 4 * c);
                 UNROLL
-                for (int j = 0; j < T; j++) dots[j] = _mm512_dpbusd_epi32(dots[j], hi[c], bcast32(aq + 32 * j + 16 + 4 * c));
+                for (int j = 0; j < T; j++) dots[j] = dpbusd_bc(dots[j], hi[c], aq + 32 * j + 16 + 4 * c);
             }
             UNROLL
             for (int j = 0; j < T; j++) {
@@ -216,8 +217,8 @@ INLINE void q6k_tile(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, 
                 __m512i s1 = _mm512_set1_epi32(-32 * a->h[2 * (base + j) + 1]);
                 UNROLL
                 for (int c = 0; c < 4; c++) {
-                    s0 = _mm512_dpbusd_epi32(s0, w[c], bcast32(aq + 32 * j + 4 * c));
-                    s1 = _mm512_dpbusd_epi32(s1, w[c + 4], bcast32(aq + 32 * j + 16 + 4 * c));
+                    s0 = dpbusd_bc(s0, w[c], aq + 32 * j + 4 * c);
+                    s1 = dpbusd_bc(s1, w[c + 4], aq + 32 * j + 16 + 4 * c);
                 }
                 const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1));
                 const __m512 f = _mm512_mul_ps(d, _mm512_set1_ps(a->d[base + j]));
