@@ -39,6 +39,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "q35.h"
+#include "synth_fixture.h"
 #include "test.h"
 
 #define N_PROMPTS 10
@@ -257,86 +258,6 @@ static int talker_prompt(const q35_tokenizer *tok, int target, uint64_t seed, in
     *n = best_n;
     return 0;
 }
-
-/* ------------------------------------------------------------------ checkpoints */
-/* Regenerate a synthetic checkpoint that is too large to commit (shape08b) from its seed, as
- * tests/test_parity.c does (same directory under the test work dir, so one copy serves both), and
- * check every tensor against the checksums the oracle recorded. Returns the directory to load. */
-static int prepare_model(const char *src, const char *name, char *out_dir, size_t cap) {
-    char path[4096];
-    snprintf(out_dir, cap, "%s", src);
-    snprintf(path, sizeof path, "%s/model.safetensors", src);
-    if (q35_file_exists(path)) return 0;
-    snprintf(path, sizeof path, "%s/synthetic.json", src);
-    cJSON *syn;
-    if (q35_json_load_file(path, 1u << 24, &syn)) {
-        fprintf(stderr, "  %s\n", q35_last_error());
-        return -1;
-    }
-    const cJSON *format = cJSON_GetObjectItemCaseSensitive(syn, "format");
-    const cJSON *tensors = cJSON_GetObjectItemCaseSensitive(syn, "tensors");
-    const cJSON *seed_j = cJSON_GetObjectItemCaseSensitive(syn, "seed");
-    if (!cJSON_IsNumber(format) || format->valuedouble != Q35_SYNTH_FORMAT || !cJSON_IsArray(tensors)) {
-        fprintf(stderr, "  %s: synthetic.json is not format %d\n", name, Q35_SYNTH_FORMAT);
-        cJSON_Delete(syn);
-        return -1;
-    }
-    const int n = cJSON_GetArraySize(tensors);
-    q35_synth_tensor *list = calloc((size_t)n, sizeof *list);
-    uint64_t *sums = calloc((size_t)n, sizeof *sums);
-    uint64_t seed = cJSON_IsString(seed_j) ? strtoull(seed_j->valuestring, NULL, 0) : (uint64_t)cJSON_GetNumberValue(seed_j);
-    for (int i = 0; i < n; i++) {
-        const cJSON *t = cJSON_GetArrayItem(tensors, i);
-        snprintf(list[i].name, sizeof list[i].name, "%s", cJSON_GetObjectItemCaseSensitive(t, "name")->valuestring);
-        list[i].dtype = strcmp(cJSON_GetObjectItemCaseSensitive(t, "dtype")->valuestring, "F32") == 0 ? Q35_DT_F32 : Q35_DT_BF16;
-        const cJSON *sh = cJSON_GetObjectItemCaseSensitive(t, "shape");
-        list[i].ndim = cJSON_GetArraySize(sh);
-        for (int d = 0; d < list[i].ndim; d++) list[i].shape[d] = (int64_t)cJSON_GetArrayItem(sh, d)->valuedouble;
-        sums[i] = strtoull(cJSON_GetObjectItemCaseSensitive(t, "fnv1a64")->valuestring, NULL, 16);
-    }
-    cJSON_Delete(syn);
-    char dir[4200], from[4400], to[4400];
-    snprintf(dir, sizeof dir, "%s/models", test_work_dir());
-    mkdir(test_work_dir(), 0755);
-    mkdir(dir, 0755);
-    snprintf(out_dir, cap, "%s/models/%s", test_work_dir(), name);
-    mkdir(out_dir, 0755);
-    snprintf(from, sizeof from, "%s/config.json", src);
-    snprintf(to, sizeof to, "%s/config.json", out_dir);
-    char *buf;
-    size_t len;
-    int bad = 0;
-    if (q35_read_file(from, 1u << 20, &buf, &len) == Q35_OK) {
-        FILE *f = fopen(to, "wb");
-        bad |= !f || fwrite(buf, 1, len, f) != len;
-        if (f) fclose(f);
-        free(buf);
-    } else {
-        bad = 1;
-    }
-    snprintf(path, sizeof path, "%s/model.safetensors", out_dir);
-    if (!bad && !q35_file_exists(path) && q35_synth_write(path, seed, list, n)) {
-        fprintf(stderr, "  %s\n", q35_last_error());
-        bad = 1;
-    }
-    q35_st_index st;
-    if (!bad && q35_st_open_file(path, &st) == Q35_OK) {
-        for (int i = 0; i < n; i++) {
-            const q35_tensor *t = q35_st_find(&st, list[i].name);
-            if (!t || q35_fnv1a64(t->data, t->nbytes, Q35_FNV_OFFSET) != sums[i]) {
-                fprintf(stderr, "  %s: tensor %s does not match the oracle's checksum\n", name, list[i].name);
-                bad = 1;
-            }
-        }
-        q35_st_close(&st);
-    } else {
-        bad = 1;
-    }
-    free(list);
-    free(sums);
-    return bad ? -1 : 0;
-}
-
 
 /* ------------------------------------------------------------------ variants */
 /* A variant is a model to compare with the full-precision one. The first three are the load-time

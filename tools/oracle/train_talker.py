@@ -10,7 +10,10 @@ text under /usr/share/games/fortunes, so re-running the command reproduces the c
 
 Layout written to --out (same file names and tensor naming as the real Qwen3.5 repos):
     config.json             Qwen3_5ForConditionalGeneration, nested text_config / vision_config
-    model.safetensors       BF16, except *.linear_attn.A_log and *.linear_attn.norm.weight (F32)
+    model-0000i-of-00002.safetensors + model.safetensors.index.json
+                            BF16, except *.linear_attn.A_log and *.linear_attn.norm.weight (F32);
+                            two shards of at most 5 MB (shard_safetensors.py), so no committed
+                            file passes the repository's 8 MiB limit
     tokenizer.json          byte-level BPE, Qwen3.5 pre-tokenizer, Qwen added-token order
     tokenizer_config.json   eos <|im_end|>, pad <|endoftext|>, chat_template
     chat_template.jinja     the Qwen3.5 template, small-model tail (thinking off by default)
@@ -28,6 +31,8 @@ import random
 import re
 import sys
 import time
+
+from shard_safetensors import shard, shard_files
 
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
@@ -258,6 +263,7 @@ def save_checkpoint(model, out, tok_ids):
             tensors[k] = fp32[k].to(torch.float32).contiguous()
             n_f32 += 1
     save_file(tensors, path, metadata=meta)
+    shard(out, 5.0)
     # config.json: the real files say dtype bfloat16 and carry these text_config keys.
     cpath = os.path.join(out, "config.json")
     cfg = json.load(open(cpath))
@@ -418,10 +424,11 @@ def cmd_verify(a):
     msgs = [{"role": "user", "content": "Hello"}]
     s = tok.apply_chat_template(msgs, tokenize=False, add_generation_prompt=True)
     assert s == "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n", s
-    with safe_open(os.path.join(a.out, "model.safetensors"), "pt") as f:
-        dt = {}
-        for k in f.keys():
-            dt.setdefault(str(f.get_slice(k).get_dtype()), []).append(k)
+    dt = {}
+    for path in shard_files(a.out):
+        with safe_open(path, "pt") as f:
+            for k in f.keys():
+                dt.setdefault(str(f.get_slice(k).get_dtype()), []).append(k)
     print("dtypes:", {k: len(v) for k, v in dt.items()}, "F32:", sorted(dt.get("F32", []))[:3], "...")
     model = AutoModelForImageTextToText.from_pretrained(a.out, dtype=torch.float32)
     model.eval()
