@@ -23,7 +23,7 @@
 #include "kernels/mm.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 16")
+#include "kernels/unroll.h"
 
 /* Blocks of one 16-row group unpacked at a time: 192 x 512 bytes = 96 KiB on the stack, every
  * matrix of the 0.8B and 2B models in one chunk (cols <= 6144). */

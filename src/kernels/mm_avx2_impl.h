@@ -20,7 +20,7 @@
 #endif
 
 #define INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 16")
+#include "kernels/unroll.h"
 
 INLINE __m256i SUFFIX(bc32)(const int8_t *p) {
     int32_t v;

@@ -10,7 +10,7 @@
 #include "kernels/mm.h"
 
 #define INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 16")
+#include "kernels/unroll.h"
 
 /* Masked store of 16 row results at rows rbase..rbase+15, keeping only [r0, r1). */
 INLINE void store16(float *y, __m512 v, int64_t rbase, int64_t r0, int64_t r1) {
@@ -530,7 +530,6 @@ static void rot(float *x, int64_t n) {
             v[i] = _mm512_fmadd_ps(v[i], sg[3], _mm512_shuffle_f32x4(v[i], v[i], 0x4E));
         }
         for (int h = 1; h < 8; h <<= 1)
-            UNROLL
             for (int i = 0; i < 8; i += 2 * h)
                 for (int k = i; k < i + h; k++) {
                     const __m512 a = v[k], b = v[k + h];

@@ -21,7 +21,7 @@
 #endif
 
 #define INLINE static inline __attribute__((always_inline))
-#define UNROLL _Pragma("GCC unroll 16")
+#include "kernels/unroll.h"
 
 static int64_t sbytes16(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)63; }
 
