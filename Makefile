@@ -32,6 +32,10 @@ endif
 FLAGS_AVX2   := -mavx2 -mfma -mf16c
 FLAGS_AVX512 := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512vnni -mavx512bf16 -mavx2 -mfma -mf16c
 FLAGS_AMX    := $(FLAGS_AVX512) -mamx-tile -mamx-int8
+# GCC spills the plain AVX2 tiles' 16 registers unless its first scheduling pass weighs register
+# pressure: +15-19% on the Q4_0/Q4_K products (docs/speed.md, "Clang builds"). clang refuses the flags.
+SCHED_PRESSURE := $(shell echo 'int x;' | $(CC) -Werror -fschedule-insns -fsched-pressure -c -x c - -o /dev/null 2>/dev/null && echo -fschedule-insns -fsched-pressure)
+$(BUILD)/obj/src/kernels/mm_avx2.o: FLAGS_AVX2 += $(SCHED_PRESSURE)
 FLAGS_NEON   := -march=armv8-a
 FLAGS_NEONDOT := -march=armv8.2-a+dotprod
 
