@@ -341,10 +341,14 @@ INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const 
 #define FP_T(R, kind)                                                            \
     if (j->n - t0 >= 2) fp_tile(j, r, R, t0, 2, kind);                          \
     else fp_tile(j, r, R, t0, 1, kind);
+/* Rows per tile for one token: 3, as in mm_avx512.c (Zen 4, bench_kernels -i avx2 at n = 1: f16
+ * 27-29 -> 31-32 GB/s, bf16 and f32 unchanged). The same bits whatever the tile height. */
+#define FP_ROWS_ONE 3
 #define FP_DRIVER(name, kind)                                                    \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {              \
-        for (int64_t r = r0; r < r1; r += 4) {                                   \
-            const int64_t R = r1 - r < 4 ? r1 - r : 4;                           \
+        const int64_t RM = j->n == 1 ? FP_ROWS_ONE : 4;                          \
+        for (int64_t r = r0; r < r1; r += RM) {                                  \
+            const int64_t R = r1 - r < RM ? r1 - r : RM;                         \
             for (int t0 = 0; t0 < j->n; t0 += 2) {                               \
                 if (R == 4) { FP_T(4, kind) }                                    \
                 else if (R == 3) { FP_T(3, kind) }                               \
