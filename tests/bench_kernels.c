@@ -3,7 +3,9 @@
  * that one, default all; --head adds the LM head, 248320x1024 at n = 1; --per-product times each n = 1
  * product alone and prints the six shapes' rates (docs/speed.md); --attn N instead: generation's
  * attention over an N-position fp32 / fp16 KV cache of the 0.8B shapes, 1 thread; --recur
- * instead: one token's delta rule over the 0.8B recurrent state, 1 thread).
+ * instead: one token's delta rule over the 0.8B recurrent state, 1 thread; --probe N instead: N
+ * readings in a row of the 2-thread read bandwidth, each the best of its loops, to see how steady
+ * the host is).
  * For each format, ISA and thread count (1, 2): n = 1 over LAYERS copies of one layer's six
  * matrices (in_qkv 6144x1024, in_z 2048x1024, out 1024x2048, gate/up 3584x1024, down 1024x3584),
  * distinct memory so the weights stream from DRAM as in generation: GB/s of weight bytes, median over
@@ -210,7 +212,7 @@ static int bench_recur(int reps) {
 }
 
 int main(int argc, char **argv) {
-    int reps = 7, layers = 24, nb = 64, nfmt = 0, only = -1, head = 0, attn = 0, recur = 0, per_product = 0;
+    int reps = 7, layers = 24, nb = 64, nfmt = 0, only = -1, head = 0, attn = 0, recur = 0, per_product = 0, probe = 0;
     q35_dtype fmts[16];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -220,6 +222,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--recur")) recur = 1;
         else if (!strcmp(argv[i], "--per-product")) per_product = 1;
         else if (!strcmp(argv[i], "--attn") && i + 1 < argc) attn = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--probe") && i + 1 < argc) probe = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-i") && i + 1 < argc) {
             ++i;
             for (int k = 0; k < Q35_ISA_COUNT; k++)
@@ -237,6 +240,12 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fmts[nfmt++] = all[i];
     }
     q35_set_threads(2);
+    if (probe > 0) {
+        printf("2-thread read bandwidth, %d readings (GB/s):", probe);
+        for (int i = 0; i < probe; i++) printf(" %.1f", q35_read_bandwidth((size_t)1 << 30, 2, 1));
+        printf("\n");
+        return 0;
+    }
     const double bw1 = q35_read_bandwidth((size_t)1 << 30, 1, reps), bw2 = q35_read_bandwidth((size_t)1 << 30, 2, reps);
     printf("read bandwidth (1 GiB on huge pages, best of %d): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", Q35_MEMBW_LOOPS * reps, bw1, bw2);
     if (attn > 0) return bench_attention(attn, reps);
