@@ -41,7 +41,7 @@ int q35_amx_init(void) {
     return syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 0 : -1;
 }
 
-/* Tiles: C = 0, A = 1, B = 2 (T tokens); 3, 4, 5 the same shapes. */
+/* Tiles: C = 0, A = 1, B = 2 (T tokens); 3, 4, 5 the same shapes (the second set, used by odd blocks). */
 static void configure(int T) {
     tile_cfg c;
     memset(&c, 0, sizeof c);
@@ -90,46 +90,39 @@ INLINE void scale_add(__m512 *acc, const int32_t *C, __m512 dw, const float *da,
     }
 }
 
-/* The product of block b (i-th of the chunk) into tiles (c, a, w), stored to C. */
-#define BLOCK_PRODUCT(c, at, wt, b, i, C)                                                      \
+/* Block b (i-th of the chunk) multiplied into tile c, with at and wt as its A and B tiles. */
+#define BLOCK_DP(c, at, wt, b, i)                                                               \
     do {                                                                                     \
         _tile_zero(c);                                                                       \
         _tile_loadd(at, a->q + ((size_t)(b) * a->n + t0) * 32, 32);                          \
         _tile_loadd(wt, wq + 512 * (i), 64);                                                 \
         _tile_dpbssd(c, at, wt);                                                             \
-        _tile_stored(c, C, 64);                                                              \
     } while (0)
 
+INLINE void scale_block(__m512 *acc, const int32_t *C, const uint8_t *grp, int64_t qb, int64_t b, const q35_act *a, int t0, const int T) {
+    scale_add(acc, C, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, qb))), a->d + (size_t)b * a->n + t0, T);
+}
+
 /* Tokens [t0, t0 + T) x blocks [b0, b0 + nbk) of one group; acc holds the running sums. Tiles
- * are not renamed, so consecutive blocks alternate between two tile sets, and the products of a
- * pair of blocks are scaled while the next pair's run. */
+ * are not renamed and a tile store waits for its product: consecutive blocks alternate between
+ * two tile sets, block i+1's product is issued before block i's is stored, and the products
+ * stored two blocks earlier are scaled meanwhile (a load right after the tile store it reads
+ * waits for the store to complete). */
 INLINE void tile_blocks(__m512 *acc, const uint8_t *grp, int64_t qb, const int8_t *wq, int64_t b0, int64_t nbk, const q35_act *a, int t0,
                         const int T) {
-    _Alignas(64) int32_t C[4][16 * 16];
-    int64_t i = 0, pending = -1; /* first block of the stored, not yet scaled pair (in C[p], C[p+1]) */
-    int p = 0;
+    _Alignas(64) int32_t C[4][16 * 16]; /* [4 blocks][token][row]: block i's products in C[i % 4] */
+    BLOCK_DP(0, 1, 2, b0, 0); /* (nbk >= 1) */
+    int64_t i = 0;
     for (; i + 2 <= nbk; i += 2) {
-        const int q = pending < 0 ? 0 : 2 - p;
-        BLOCK_PRODUCT(0, 1, 2, b0 + i, i, C[q]);
-        BLOCK_PRODUCT(3, 4, 5, b0 + i + 1, i + 1, C[q + 1]);
-        if (pending >= 0) {
-            const int64_t b = b0 + pending;
-            scale_add(acc, C[p], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, qb))), a->d + (size_t)b * a->n + t0, T);
-            scale_add(acc, C[p + 1], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b + 1, qb))), a->d + (size_t)(b + 1) * a->n + t0, T);
-        }
-        pending = i;
-        p = q;
+        BLOCK_DP(3, 4, 5, b0 + i + 1, i + 1);
+        _tile_stored(0, C[i & 3], 64);
+        if (i >= 2) scale_block(acc, C[(i - 2) & 3], grp, qb, b0 + i - 2, a, t0, T);
+        if (i + 2 < nbk) BLOCK_DP(0, 1, 2, b0 + i + 2, i + 2);
+        _tile_stored(3, C[(i + 1) & 3], 64);
+        if (i >= 2) scale_block(acc, C[(i - 1) & 3], grp, qb, b0 + i - 1, a, t0, T);
     }
-    if (i < nbk) BLOCK_PRODUCT(0, 1, 2, b0 + i, i, C[2 - p]);
-    if (pending >= 0) {
-        const int64_t b = b0 + pending;
-        scale_add(acc, C[p], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, qb))), a->d + (size_t)b * a->n + t0, T);
-        scale_add(acc, C[p + 1], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b + 1, qb))), a->d + (size_t)(b + 1) * a->n + t0, T);
-    }
-    if (i < nbk) {
-        const int64_t b = b0 + i;
-        scale_add(acc, C[2 - p], _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, qb))), a->d + (size_t)b * a->n + t0, T);
-    }
+    if (i < nbk) _tile_stored(0, C[i & 3], 64);
+    for (int64_t k = i >= 2 ? i - 2 : 0; k < nbk; k++) scale_block(acc, C[k & 3], grp, qb, b0 + k, a, t0, T);
 }
 
 /* Masked store of 16 row results at rows rbase..rbase+15, keeping only [r0, r1). */
