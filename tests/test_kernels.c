@@ -137,11 +137,13 @@ static int compare_format(q35_dtype dt) {
             float *ref = malloc(sizeof(float) * (size_t)(n * rows)), *Y = malloc(sizeof(float) * (size_t)(n * rows));
             q35_isa_set(Q35_ISA_SCALAR);
             q35_matmul(&m.rows, X, n, ref);
+            const int keep_streams = q35_pf_streams;
             for (int ii = 0; ii < nisa; ii++)
-                for (int lay = 0; lay < 2; lay++) {
-                    const q35_tensor *W = lay ? &m.r16 : &m.rows;
+                for (int lay = 0; lay < 2 * (n == 1 ? 2 : 1); lay++) { /* one token: each layout with 1 and 2 weight streams */
+                    const q35_tensor *W = lay % 2 ? &m.r16 : &m.rows;
                     if (!W->data) continue;
                     isa_use(isas[ii]);
+                    q35_pf_streams = lay < 2 ? 1 : 2;
                     for (int64_t i = 0; i < n * rows; i++) Y[i] = NAN;
                     q35_matmul(W, X, n, Y);
                     for (int t = 0; t < n && !bad; t++)
@@ -151,13 +153,14 @@ static int compare_format(q35_dtype dt) {
                             for (int64_t k = 0; k < cols; k++) mag += fabs((double)m.deq[r * cols + k] * X[t * cols + k]);
                             const int ok = is_int(dt) ? memcmp(&y, &e, 4) == 0 : fabs((double)y - e) <= 1e-5 * mag + 1e-30;
                             if (!ok) {
-                                CHECK(0, "%s %s layout %d rows %lld cols %lld n %d: Y[%d][%lld] = %.9g, reference %.9g", q35_dtype_name(dt),
-                                      isa_str(isas[ii]), lay, (long long)rows, (long long)cols, n, t, (long long)r, y, e);
+                                CHECK(0, "%s %s layout %d streams %d rows %lld cols %lld n %d: Y[%d][%lld] = %.9g, reference %.9g", q35_dtype_name(dt),
+                                      isa_str(isas[ii]), lay % 2, q35_pf_streams, (long long)rows, (long long)cols, n, t, (long long)r, y, e);
                                 bad = 1;
                                 break;
                             }
                         }
                 }
+            q35_pf_streams = keep_streams;
             isa_use(keep);
             free(X);
             free(ref);
@@ -230,11 +233,16 @@ static void matmul_row_range(void) {
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
     const q35_dtype dts[] = {Q35_DT_F16, Q35_DT_BF16, Q35_DT_F32, Q35_DT_Q8_0, Q35_DT_Q4R, Q35_DT_Q6_K};
-    for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
+    const size_t nd = sizeof dts / sizeof dts[0];
+    const int keep_streams = q35_pf_streams;
+    for (size_t i = 0; i < 3 * nd; i++) {
         const int64_t rows = 50, cols = 256;
-        const int n = 9; /* 8+ tokens: the AVX-512 float panels and AMX tiles too */
+        /* 8+ tokens: the AVX-512 float panels and AMX tiles too; then one token with 1 and 2 weight streams */
+        const int n = i < nd ? 9 : 1;
+        const q35_dtype dt = dts[i % nd];
+        q35_pf_streams = i < 2 * nd ? 1 : 2;
         mat m;
-        mat_make(&m, dts[i], rows, cols);
+        mat_make(&m, dt, rows, cols);
         float X[9 * 256], full[9 * 50], Y[9 * 50];
         fill_acts(X, n, cols);
         q35_isa_set(Q35_ISA_SCALAR);
@@ -247,13 +255,14 @@ static void matmul_row_range(void) {
             for (int t = 0; t < n; t++)
                 for (int r = 0; r < 50; r++) {
                     const float y = Y[t * 50 + r];
-                    if (r < 5 || r >= 37) CHECK(y == -7.0f, "%s %s: row %d outside the range was written", q35_dtype_name(dts[i]), isa_str(isas[ii]), r);
-                    else CHECK(fabsf(y - full[t * 50 + r]) <= 1e-4f * (1 + fabsf(full[t * 50 + r])), "%s %s row %d: %g vs %g", q35_dtype_name(dts[i]),
-                               isa_str(isas[ii]), r, y, full[t * 50 + r]);
+                    if (r < 5 || r >= 37) CHECK(y == -7.0f, "%s %s n %d streams %d: row %d outside the range was written", q35_dtype_name(dt), isa_str(isas[ii]), n, q35_pf_streams, r);
+                    else CHECK(fabsf(y - full[t * 50 + r]) <= 1e-4f * (1 + fabsf(full[t * 50 + r])), "%s %s n %d streams %d row %d: %g vs %g", q35_dtype_name(dt),
+                               isa_str(isas[ii]), n, q35_pf_streams, r, y, full[t * 50 + r]);
                 }
         }
         mat_free(&m);
     }
+    q35_pf_streams = keep_streams;
     isa_use(keep);
 }
 
@@ -749,6 +758,7 @@ static void isa_selection(void) {
  * or named ones, and a malformed entry changes nothing. */
 static void prefetch_table(void) {
     unsetenv("Q35_PF");
+    unsetenv("Q35_STREAMS");
     q35_pf_setup(0);
     CHECK(q35_pf_for(Q35_DT_Q4_0).near == 1024 && q35_pf_for(Q35_DT_Q4_0).far == 4096 && q35_pf_for(Q35_DT_Q6_K).near == 512 &&
               q35_pf_for(Q35_DT_Q6_K).far == 3072,
@@ -757,6 +767,16 @@ static void prefetch_table(void) {
     CHECK(q35_pf_for(Q35_DT_Q6_K).far == 8192 && q35_pf_for(Q35_DT_Q4_0).far == 16384 && q35_pf_for(Q35_DT_Q8_0).far == 16384 &&
               q35_pf_for(Q35_DT_BF16).far == 16384 && q35_pf_for(Q35_DT_F16).far == 4096,
           "AMD distances");
+    CHECK(q35_pf_streams == 1, "AMD: one weight stream");
+    q35_pf_setup(0);
+    CHECK(q35_pf_streams == 2, "Intel: two weight streams");
+    setenv("Q35_STREAMS", "1", 1);
+    q35_pf_setup(0);
+    CHECK(q35_pf_streams == 1, "Q35_STREAMS=1");
+    setenv("Q35_STREAMS", "3", 1);
+    q35_pf_setup(1);
+    CHECK(q35_pf_streams == 1, "Q35_STREAMS=3 changed the stream count");
+    unsetenv("Q35_STREAMS");
     setenv("Q35_PF", "0,0;q6_k=256,512;bogus=1,2;q8_0=x", 1);
     q35_pf_setup(1);
     CHECK(q35_pf_for(Q35_DT_Q4_0).near == 0 && q35_pf_for(Q35_DT_Q4_0).far == 0, "Q35_PF for every dtype");

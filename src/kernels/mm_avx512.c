@@ -32,229 +32,258 @@ static int64_t scale_bytes16(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)63;
 
 /* ---- Q4_0 / Q4R, R16 ---- */
 
-INLINE void q4_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
-                    int64_t r0, int64_t r1) {
-    __m512 acc[8];
-    UNROLL
-    for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+/* Block b (Q4_0 / Q4R) times tokens t0..t0+T-1, added into acc[T]; with one token it also
+ * prefetches the group's stream pfs bytes a block (q35_pf). */
+INLINE void q4_unit(const uint8_t *grp, int64_t nb, int64_t b, const q35_act *a, int t0, const int T, __m512 *acc, int64_t pfs,
+                    q35_pf_dist pd) {
     const __m512i m4 = _mm512_set1_epi8(15);
-    const int64_t pfs = q35_pf_step(scale_bytes16(nb) + 256 * nb, nb);
-    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0);
-    for (int64_t b = 0; b < nb; b++) {
-        if (T == 1) q35_pf(pd, grp + b * pfs, pfs);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, 256)));
-        const uint8_t *cq = q35_r16_chunks(grp, nb, b, 256);
-        const size_t base = (size_t)b * a->n + t0;
-        const int8_t *aq = a->q + base * 32;
-        if (T == 1) { /* high nibbles kept in place (16x, still < 256): one shift per block, not four */
-            __m512i slo = _mm512_set1_epi32(a->s[base]), shi = _mm512_setzero_si512();
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
-                slo = dpbusd_bc(slo, _mm512_and_si512(v, m4), aq + 4 * c);
-                shi = dpbusd_bc(shi, _mm512_andnot_si512(m4, v), aq + 16 + 4 * c);
-            }
-            const __m512i s = _mm512_add_epi32(slo, _mm512_srai_epi32(shi, 4));
-            const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base]));
-            acc[0] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s), acc[0]);
-            continue;
-        }
-        __m512i lo[4], hi[4];
+    if (T == 1) q35_pf(pd, grp + b * pfs, pfs);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, 256)));
+    const uint8_t *cq = q35_r16_chunks(grp, nb, b, 256);
+    const size_t base = (size_t)b * a->n + t0;
+    const int8_t *aq = a->q + base * 32;
+    if (T == 1) { /* high nibbles kept in place (16x, still < 256): one shift per block, not four */
+        __m512i slo = _mm512_set1_epi32(a->s[base]), shi = _mm512_setzero_si512();
         UNROLL
         for (int c = 0; c < 4; c++) {
             const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
-            lo[c] = _mm512_and_si512(v, m4);
-            hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+            slo = dpbusd_bc(slo, _mm512_and_si512(v, m4), aq + 4 * c);
+            shi = dpbusd_bc(shi, _mm512_andnot_si512(m4, v), aq + 16 + 4 * c);
         }
-        __m512i s[8];
+        const __m512i s = _mm512_add_epi32(slo, _mm512_srai_epi32(shi, 4));
+        const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base]));
+        acc[0] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s), acc[0]);
+        return;
+    }
+    __m512i lo[4], hi[4];
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
+        lo[c] = _mm512_and_si512(v, m4);
+        hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    __m512i s[8];
+    UNROLL
+    for (int j = 0; j < T; j++) s[j] = _mm512_set1_epi32(a->s[base + j]);
+    UNROLL
+    for (int c = 0; c < 4; c++) {
         UNROLL
-        for (int j = 0; j < T; j++) s[j] = _mm512_set1_epi32(a->s[base + j]);
+        for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], lo[c], aq + 32 * j + 4 * c);
         UNROLL
-        for (int c = 0; c < 4; c++) {
-            UNROLL
-            for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], lo[c], aq + 32 * j + 4 * c);
-            UNROLL
-            for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], hi[c], aq + 32 * j + 16 + 4 * c);
-        }
-        UNROLL
-        for (int j = 0; j < T; j++) {
-            const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base + j]));
-            acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s[j]), acc[j]);
-        }
+        for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], hi[c], aq + 32 * j + 16 + 4 * c);
     }
     UNROLL
-    for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+    for (int j = 0; j < T; j++) {
+        const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base + j]));
+        acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s[j]), acc[j]);
+    }
 }
+/* Units of a group (blocks), the prefetch step per unit, and the prefetch distances */
+#define Q4_UNITS(cols) ((cols) / 32)
+#define Q4_PFS(nb) q35_pf_step(scale_bytes16(nb) + 256 * (nb), (nb))
+#define Q4_PD q35_pf_for(Q35_DT_Q4_0)
 
 /* ---- Q8_0, R16 ---- */
 
-INLINE void q8_tile(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
-                    int64_t r0, int64_t r1) {
-    __m512 acc[8];
+INLINE void q8_unit(const uint8_t *grp, int64_t nb, int64_t b, const q35_act *a, int t0, const int T, __m512 *acc, int64_t pfs,
+                    q35_pf_dist pd) {
+    if (T == 1) q35_pf(pd, grp + b * pfs, pfs);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, 512)));
+    const uint8_t *cq = q35_r16_chunks(grp, nb, b, 512);
+    __m512i w[8];
     UNROLL
-    for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
-    const int64_t pfs = q35_pf_step(scale_bytes16(nb) + 512 * nb, nb);
-    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q8_0);
-    for (int64_t b = 0; b < nb; b++) {
-        if (T == 1) q35_pf(pd, grp + b * pfs, pfs);
-        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, 512)));
-        const uint8_t *cq = q35_r16_chunks(grp, nb, b, 512);
-        __m512i w[8];
+    for (int c = 0; c < 8; c++) w[c] = _mm512_loadu_si512((const void *)(cq + 64 * c));
+    const size_t base = (size_t)b * a->n + t0;
+    const int8_t *aq = a->q + base * 32;
+    __m512i s[8];
+    UNROLL
+    for (int j = 0; j < T; j++) s[j] = _mm512_set1_epi32(a->s[base + j]);
+    UNROLL
+    for (int c = 0; c < 8; c++) {
         UNROLL
-        for (int c = 0; c < 8; c++) w[c] = _mm512_loadu_si512((const void *)(cq + 64 * c));
-        const size_t base = (size_t)b * a->n + t0;
-        const int8_t *aq = a->q + base * 32;
-        __m512i s[8];
-        UNROLL
-        for (int j = 0; j < T; j++) s[j] = _mm512_set1_epi32(a->s[base + j]);
-        UNROLL
-        for (int c = 0; c < 8; c++) {
-            UNROLL
-            for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], w[c], aq + 32 * j + 4 * c);
-        }
-        UNROLL
-        for (int j = 0; j < T; j++) {
-            const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base + j]));
-            acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s[j]), acc[j]);
-        }
+        for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], w[c], aq + 32 * j + 4 * c);
     }
     UNROLL
-    for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+    for (int j = 0; j < T; j++) {
+        const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base + j]));
+        acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s[j]), acc[j]);
+    }
 }
+#define Q8_UNITS(cols) ((cols) / 32)
+#define Q8_PFS(nb) q35_pf_step(scale_bytes16(nb) + 512 * (nb), (nb))
+#define Q8_PD q35_pf_for(Q35_DT_Q8_0)
 
 /* ---- Q4_K, R16 (per super-block: d[16] dmin[16] sc[8][16] m[8][16], 8 x 4 chunks) ---- */
 
-INLINE void q4k_tile(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
-                     int64_t r0, int64_t r1) {
-    __m512 acc[8];
-    UNROLL
-    for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+/* Sub-block u = 8 * super-block + s (32 columns) of a group. */
+INLINE void q4k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *a, int t0, const int T, __m512 *acc, int64_t pfs,
+                     q35_pf_dist pd) {
+    (void)nsb;
     const __m512i m4 = _mm512_set1_epi8(15);
-    const int64_t pfs = q35_pf_step(2368, 8);
-    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_K);
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *p = grp + 2368 * sb;
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
-        for (int s = 0; s < 8; s++) {
-            const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s)));
-            const __m512i mm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s)));
-            const uint8_t *cq = p + 320 + 256 * s;
-            if (T == 1) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
-            __m512i lo[4], hi[4];
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
-                lo[c] = _mm512_and_si512(v, m4);
-                hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            }
-            const size_t base = (size_t)(8 * sb + s) * a->n + t0;
-            const int8_t *aq = a->q + base * 32;
-            __m512i dots[8];
-            UNROLL
-            for (int j = 0; j < T; j++) dots[j] = _mm512_setzero_si512();
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                UNROLL
-                for (int j = 0; j < T; j++) dots[j] = dpbusd_bc(dots[j], lo[c], aq + 32 * j + 4 * c);
-                UNROLL
-                for (int j = 0; j < T; j++) dots[j] = dpbusd_bc(dots[j], hi[c], aq + 32 * j + 16 + 4 * c);
-            }
-            UNROLL
-            for (int j = 0; j < T; j++) {
-                const __m512i dot = dots[j];
-                const __m512 da = _mm512_set1_ps(a->d[base + j]);
-                const __m512i msum = _mm512_mullo_epi32(mm, _mm512_set1_epi32(a->s[base + j]));
-                acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(_mm512_mullo_epi32(dot, sc)), acc[j]);
-                acc[j] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(msum), acc[j]);
-            }
-        }
+    const int64_t sb = u / 8, s = u % 8;
+    const uint8_t *p = grp + 2368 * sb;
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
+    const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s)));
+    const __m512i mm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s)));
+    const uint8_t *cq = p + 320 + 256 * s;
+    if (T == 1) q35_pf(pd, grp + u * pfs, pfs);
+    __m512i lo[4], hi[4];
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
+        lo[c] = _mm512_and_si512(v, m4);
+        hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    const size_t base = (size_t)u * a->n + t0;
+    const int8_t *aq = a->q + base * 32;
+    __m512i dots[8];
+    UNROLL
+    for (int j = 0; j < T; j++) dots[j] = _mm512_setzero_si512();
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        UNROLL
+        for (int j = 0; j < T; j++) dots[j] = dpbusd_bc(dots[j], lo[c], aq + 32 * j + 4 * c);
+        UNROLL
+        for (int j = 0; j < T; j++) dots[j] = dpbusd_bc(dots[j], hi[c], aq + 32 * j + 16 + 4 * c);
     }
     UNROLL
-    for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+    for (int j = 0; j < T; j++) {
+        const __m512i dot = dots[j];
+        const __m512 da = _mm512_set1_ps(a->d[base + j]);
+        const __m512i msum = _mm512_mullo_epi32(mm, _mm512_set1_epi32(a->s[base + j]));
+        acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_cvtepi32_ps(_mm512_mullo_epi32(dot, sc)), acc[j]);
+        acc[j] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(msum), acc[j]);
+    }
 }
+#define Q4K_UNITS(cols) ((cols) / 32)
+#define Q4K_PFS(nu) q35_pf_step(2368, 8)
+#define Q4K_PD q35_pf_for(Q35_DT_Q4_K)
 
 /* ---- Q6_K, R16 (per super-block: d[16], sc[16][16], 8 x (L0..L3, H0, H1)) ---- */
 
-INLINE void q6k_tile(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
-                     int64_t r0, int64_t r1) {
-    __m512 acc[8];
-    UNROLL
-    for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();
+INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *a, int t0, const int T, __m512 *acc, int64_t pfs,
+                     q35_pf_dist pd) {
+    (void)nsb;
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
-    const int64_t pfs = q35_pf_step(3360, 8);
-    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q6_K);
-    for (int64_t sb = 0; sb < nsb; sb++) {
-        const uint8_t *p = grp + 3360 * sb;
-        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-        for (int s = 0; s < 8; s++) {
-            const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s))));
-            const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1))));
-            const uint8_t *L = p + 288 + 384 * s, *H = L + 256;
-            if (T == 1) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
-            __m512i w[8];
-            const __m512i h0 = _mm512_loadu_si512((const void *)H), h1 = _mm512_loadu_si512((const void *)(H + 64));
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                const __m512i v = _mm512_loadu_si512((const void *)(L + 64 * c));
-                w[c] = _mm512_and_si512(v, m4);
-                w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            }
-            /* top bits of value 4c+i: bits 2(c&3) of H_{c>>2}, moved to bits 4..5 */
-            w[0] = _mm512_ternarylogic_epi32(w[0], _mm512_slli_epi16(h0, 4), m30, 0xF8);
-            w[1] = _mm512_ternarylogic_epi32(w[1], _mm512_slli_epi16(h0, 2), m30, 0xF8);
-            w[2] = _mm512_ternarylogic_epi32(w[2], h0, m30, 0xF8);
-            w[3] = _mm512_ternarylogic_epi32(w[3], _mm512_srli_epi16(h0, 2), m30, 0xF8);
-            w[4] = _mm512_ternarylogic_epi32(w[4], _mm512_slli_epi16(h1, 4), m30, 0xF8);
-            w[5] = _mm512_ternarylogic_epi32(w[5], _mm512_slli_epi16(h1, 2), m30, 0xF8);
-            w[6] = _mm512_ternarylogic_epi32(w[6], h1, m30, 0xF8);
-            w[7] = _mm512_ternarylogic_epi32(w[7], _mm512_srli_epi16(h1, 2), m30, 0xF8);
-            const size_t base = (size_t)(8 * sb + s) * a->n + t0;
-            const int8_t *aq = a->q + base * 32;
-            UNROLL
-            for (int j = 0; j < T; j++) {
-                __m512i s0 = _mm512_set1_epi32(-32 * a->h[2 * (base + j)]);
-                __m512i s1 = _mm512_set1_epi32(-32 * a->h[2 * (base + j) + 1]);
-                UNROLL
-                for (int c = 0; c < 4; c++) {
-                    s0 = dpbusd_bc(s0, w[c], aq + 32 * j + 4 * c);
-                    s1 = dpbusd_bc(s1, w[c + 4], aq + 32 * j + 16 + 4 * c);
-                }
-                const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1));
-                const __m512 f = _mm512_mul_ps(d, _mm512_set1_ps(a->d[base + j]));
-                acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(isum), acc[j]);
-            }
-        }
-    }
+    const int64_t sb = u / 8, s = u % 8;
+    const uint8_t *p = grp + 3360 * sb;
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s))));
+    const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1))));
+    const uint8_t *L = p + 288 + 384 * s, *H = L + 256;
+    if (T == 1) q35_pf(pd, grp + u * pfs, pfs);
+    __m512i w[8];
+    const __m512i h0 = _mm512_loadu_si512((const void *)H), h1 = _mm512_loadu_si512((const void *)(H + 64));
     UNROLL
-    for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+    for (int c = 0; c < 4; c++) {
+        const __m512i v = _mm512_loadu_si512((const void *)(L + 64 * c));
+        w[c] = _mm512_and_si512(v, m4);
+        w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+    }
+    /* top bits of value 4c+i: bits 2(c&3) of H_{c>>2}, moved to bits 4..5 */
+    w[0] = _mm512_ternarylogic_epi32(w[0], _mm512_slli_epi16(h0, 4), m30, 0xF8);
+    w[1] = _mm512_ternarylogic_epi32(w[1], _mm512_slli_epi16(h0, 2), m30, 0xF8);
+    w[2] = _mm512_ternarylogic_epi32(w[2], h0, m30, 0xF8);
+    w[3] = _mm512_ternarylogic_epi32(w[3], _mm512_srli_epi16(h0, 2), m30, 0xF8);
+    w[4] = _mm512_ternarylogic_epi32(w[4], _mm512_slli_epi16(h1, 4), m30, 0xF8);
+    w[5] = _mm512_ternarylogic_epi32(w[5], _mm512_slli_epi16(h1, 2), m30, 0xF8);
+    w[6] = _mm512_ternarylogic_epi32(w[6], h1, m30, 0xF8);
+    w[7] = _mm512_ternarylogic_epi32(w[7], _mm512_srli_epi16(h1, 2), m30, 0xF8);
+    const size_t base = (size_t)u * a->n + t0;
+    const int8_t *aq = a->q + base * 32;
+    UNROLL
+    for (int j = 0; j < T; j++) {
+        __m512i s0 = _mm512_set1_epi32(-32 * a->h[2 * (base + j)]);
+        __m512i s1 = _mm512_set1_epi32(-32 * a->h[2 * (base + j) + 1]);
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            s0 = dpbusd_bc(s0, w[c], aq + 32 * j + 4 * c);
+            s1 = dpbusd_bc(s1, w[c + 4], aq + 32 * j + 16 + 4 * c);
+        }
+        const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1));
+        const __m512 f = _mm512_mul_ps(d, _mm512_set1_ps(a->d[base + j]));
+        acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(isum), acc[j]);
+    }
 }
+#define Q6K_UNITS(cols) ((cols) / 32)
+#define Q6K_PFS(nu) q35_pf_step(3360, 8)
+#define Q6K_PD q35_pf_for(Q35_DT_Q6_K)
 
-/* Loop over 16-row groups and token tiles of up to 8. */
-#define R16_DRIVER(name, tile, NB)                                                                              \
+/* A group's tile: T tokens from t0 over every unit. */
+#define R16_TILE(name, unit, PFS, PD)                                                                           \
+    INLINE void name(const uint8_t *grp, int64_t nu, const q35_act *a, int t0, const int T, float *Y, int64_t rows, \
+                     int64_t rbase, int64_t r0, int64_t r1) {                                                   \
+        __m512 acc[8];                                                                                         \
+        UNROLL                                                                                                 \
+        for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();                                              \
+        const int64_t pfs = PFS(nu);                                                                           \
+        const q35_pf_dist pd = PD;                                                                             \
+        for (int64_t u = 0; u < nu; u++) unit(grp, nu, u, a, t0, T, acc, pfs, pd);                              \
+        UNROLL                                                                                                 \
+        for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);              \
+    }
+/* One token over two groups (ga's rows at ra, gb's at rb) in lockstep: two weight streams. */
+#define R16_PAIR(name, unit, PFS, PD)                                                                           \
+    static void name(const uint8_t *ga, const uint8_t *gb, int64_t nu, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
+                     int64_t r0, int64_t r1) {                                                                  \
+        __m512 acca[1] = {_mm512_setzero_ps()}, accb[1] = {_mm512_setzero_ps()};                               \
+        const int64_t pfs = PFS(nu);                                                                           \
+        const q35_pf_dist pd = PD;                                                                             \
+        for (int64_t u = 0; u < nu; u++) {                                                                     \
+            unit(ga, nu, u, a, 0, 1, acca, pfs, pd);                                                           \
+            unit(gb, nu, u, a, 0, 1, accb, pfs, pd);                                                           \
+        }                                                                                                      \
+        store16(Y, acca[0], ra, r0, r1);                                                                       \
+        store16(Y, accb[0], rb, r0, r1);                                                                       \
+    }
+R16_TILE(q4_tile, q4_unit, Q4_PFS, Q4_PD)
+R16_TILE(q8_tile, q8_unit, Q8_PFS, Q8_PD)
+R16_TILE(q4k_tile, q4k_unit, Q4K_PFS, Q4K_PD)
+R16_TILE(q6k_tile, q6k_unit, Q6K_PFS, Q6K_PD)
+R16_PAIR(q4_pair, q4_unit, Q4_PFS, Q4_PD)
+R16_PAIR(q8_pair, q8_unit, Q8_PFS, Q8_PD)
+R16_PAIR(q4k_pair, q4k_unit, Q4K_PFS, Q4K_PD)
+R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
+
+/* Loop over 16-row groups and token tiles of up to 8. A single token with q35_pf_streams == 2
+ * walks the first and the second half of the groups in lockstep (pair), so the memory sees two
+ * weight streams (docs/speed.md, "Two weight streams, again"). */
+#define R16_DRIVER(name, tile, pair, UNITS)                                                                     \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
         const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
-        const int64_t nb = NB;                                                                                 \
-        for (int64_t g = r0 / 16; g * 16 < r1; g++) {                                                          \
+        const int64_t nu = UNITS(j->cols);                                                                     \
+        int64_t g = r0 / 16;                                                                                   \
+        if (j->n == 1 && q35_pf_streams == 2) {                                                                \
+            const int64_t ng = (r1 + 15) / 16 - g, h = (ng + 1) / 2;                                           \
+            for (int64_t k = 0; k < ng / 2; k++)                                                               \
+                pair(j->w + (size_t)(g + k) * gb, j->w + (size_t)(g + h + k) * gb, nu, &j->a, j->Y, 16 * (g + k), \
+                     16 * (g + h + k), r0, r1);                                                                \
+            if (!(ng & 1)) return;                                                                             \
+            g += h - 1; /* the first half's last group, unpaired */                                            \
+            tile(j->w + (size_t)g * gb, nu, &j->a, 0, 1, j->Y, j->rows, 16 * g, r0, r1);                        \
+            return;                                                                                            \
+        }                                                                                                      \
+        for (; g * 16 < r1; g++) {                                                                             \
             const uint8_t *grp = j->w + (size_t)g * gb;                                                        \
             for (int t0 = 0; t0 < j->n; t0 += 8) {                                                             \
                 switch (j->n - t0 < 8 ? j->n - t0 : 8) {                                                       \
-                case 1: tile(grp, nb, &j->a, t0, 1, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                case 2: tile(grp, nb, &j->a, t0, 2, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                case 3: tile(grp, nb, &j->a, t0, 3, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                case 4: tile(grp, nb, &j->a, t0, 4, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                case 5: tile(grp, nb, &j->a, t0, 5, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                case 6: tile(grp, nb, &j->a, t0, 6, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                case 7: tile(grp, nb, &j->a, t0, 7, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                default: tile(grp, nb, &j->a, t0, 8, j->Y, j->rows, 16 * g, r0, r1); break;                     \
+                case 1: tile(grp, nu, &j->a, t0, 1, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                case 2: tile(grp, nu, &j->a, t0, 2, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                case 3: tile(grp, nu, &j->a, t0, 3, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                case 4: tile(grp, nu, &j->a, t0, 4, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                case 5: tile(grp, nu, &j->a, t0, 5, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                case 6: tile(grp, nu, &j->a, t0, 6, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                case 7: tile(grp, nu, &j->a, t0, 7, j->Y, j->rows, 16 * g, r0, r1); break;                      \
+                default: tile(grp, nu, &j->a, t0, 8, j->Y, j->rows, 16 * g, r0, r1); break;                     \
                 }                                                                                              \
             }                                                                                                  \
         }                                                                                                      \
     }
-R16_DRIVER(mm_q4_r16, q4_tile, j->cols / 32)
-R16_DRIVER(mm_q8_r16, q8_tile, j->cols / 32)
-R16_DRIVER(mm_q4k_r16, q4k_tile, j->cols / 256)
-R16_DRIVER(mm_q6k_r16, q6k_tile, j->cols / 256)
+R16_DRIVER(mm_q4_r16, q4_tile, q4_pair, Q4_UNITS)
+R16_DRIVER(mm_q8_r16, q8_tile, q8_pair, Q8_UNITS)
+R16_DRIVER(mm_q4k_r16, q4k_tile, q4k_pair, Q4K_UNITS)
+R16_DRIVER(mm_q6k_r16, q6k_tile, q6k_pair, Q6K_UNITS)
 
 /* ---- float formats, row-major: 4 rows x up to 4 tokens per tile ---- */
 
