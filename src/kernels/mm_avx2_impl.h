@@ -48,105 +48,87 @@ INLINE __m256i maddubs_pair(__m256i acc16, __m256i u, __m256i s) { return _mm256
 #endif
 
 /* ---- Q4_0 / Q4R ---- */
-INLINE void SUFFIX(q4_tile)(const uint8_t *grp, int64_t nb, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
-                            int64_t rbase, int64_t r0, int64_t r1) {
-    __m256 acc[4];
-    UNROLL
-    for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+INLINE void SUFFIX(q4_unit)(const uint8_t *grp, int64_t nb, int64_t b, int hf, const q35_act *a, int t0, const int T, __m256 *acc,
+                             int64_t pfs, q35_pf_dist pd) {
     const __m256i m4 = _mm256_set1_epi8(15);
-    const int64_t pfs = q35_pf_step(SUFFIX(sbytes16)(nb) + 256 * nb, nb);
-    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0);
-    for (int64_t b = 0; b < nb; b++) {
-        if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs); /* the second half reads the group from cache */
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(q35_r16_scales(grp, b, 256) + 16 * hf)));
-        const uint8_t *cq = q35_r16_chunks(grp, nb, b, 256) + 32 * hf;
-        const size_t base = (size_t)b * a->n + t0;
-        const int8_t *aq = a->q + base * 32;
+    if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs); /* the second half reads the group from cache */
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(q35_r16_scales(grp, b, 256) + 16 * hf)));
+    const uint8_t *cq = q35_r16_chunks(grp, nb, b, 256) + 32 * hf;
+    const size_t base = (size_t)b * a->n + t0;
+    const int8_t *aq = a->q + base * 32;
 #if VNNI
-        __m256i s[4];
-        UNROLL
-        for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(a->s[base + j]);
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
-            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            UNROLL
-            for (int j = 0; j < T; j++) {
-                s[j] = DPBUSD(s[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
-                s[j] = DPBUSD(s[j], hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c));
-            }
-        }
-#else
-        __m256i p[4], s[4];
-        UNROLL
-        for (int j = 0; j < T; j++) p[j] = _mm256_setzero_si256();
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
-            const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            UNROLL
-            for (int j = 0; j < T; j++) {
-                p[j] = maddubs_pair(p[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
-                p[j] = maddubs_pair(p[j], hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c));
-            }
-        }
-        const __m256i ones = _mm256_set1_epi16(1);
-        UNROLL
-        for (int j = 0; j < T; j++) s[j] = _mm256_add_epi32(_mm256_madd_epi16(p[j], ones), _mm256_set1_epi32(a->s[base + j]));
-#endif
+    __m256i s[4];
+    UNROLL
+    for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(a->s[base + j]);
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
+        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         UNROLL
         for (int j = 0; j < T; j++) {
-            const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(a->d[base + j]));
-            acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(s[j]), acc[j]);
+            s[j] = DPBUSD(s[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
+            s[j] = DPBUSD(s[j], hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c));
         }
     }
+#else
+    __m256i p[4], s[4];
     UNROLL
-    for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+    for (int j = 0; j < T; j++) p[j] = _mm256_setzero_si256();
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
+        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        UNROLL
+        for (int j = 0; j < T; j++) {
+            p[j] = maddubs_pair(p[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
+            p[j] = maddubs_pair(p[j], hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c));
+        }
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    UNROLL
+    for (int j = 0; j < T; j++) s[j] = _mm256_add_epi32(_mm256_madd_epi16(p[j], ones), _mm256_set1_epi32(a->s[base + j]));
+#endif
+    UNROLL
+    for (int j = 0; j < T; j++) {
+        const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(a->d[base + j]));
+        acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(s[j]), acc[j]);
+    }
 }
 
 /* ---- Q8_0 ---- */
-INLINE void SUFFIX(q8_tile)(const uint8_t *grp, int64_t nb, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
-                            int64_t rbase, int64_t r0, int64_t r1) {
-    __m256 acc[4];
+INLINE void SUFFIX(q8_unit)(const uint8_t *grp, int64_t nb, int64_t b, int hf, const q35_act *a, int t0, const int T, __m256 *acc,
+                             int64_t pfs, q35_pf_dist pd) {
+    if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs);
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(q35_r16_scales(grp, b, 512) + 16 * hf)));
+    const uint8_t *cq = q35_r16_chunks(grp, nb, b, 512) + 32 * hf;
+    const size_t base = (size_t)b * a->n + t0;
+    const int8_t *aq = a->q + base * 32;
+    __m256i s[4];
     UNROLL
-    for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
-    const int64_t pfs = q35_pf_step(SUFFIX(sbytes16)(nb) + 512 * nb, nb);
-    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q8_0);
-    for (int64_t b = 0; b < nb; b++) {
-        if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs);
-        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(q35_r16_scales(grp, b, 512) + 16 * hf)));
-        const uint8_t *cq = q35_r16_chunks(grp, nb, b, 512) + 32 * hf;
-        const size_t base = (size_t)b * a->n + t0;
-        const int8_t *aq = a->q + base * 32;
-        __m256i s[4];
-        UNROLL
-        for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(a->s[base + j]);
+    for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(a->s[base + j]);
 #if !VNNI
-        const __m256i ones = _mm256_set1_epi16(1), x80 = _mm256_set1_epi8((char)0x80);
+    const __m256i ones = _mm256_set1_epi16(1), x80 = _mm256_set1_epi8((char)0x80);
 #endif
-        UNROLL
-        for (int c = 0; c < 8; c++) {
-            const __m256i u = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
+    UNROLL
+    for (int c = 0; c < 8; c++) {
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
 #if VNNI
-            UNROLL
-            for (int j = 0; j < T; j++) s[j] = DPBUSD(s[j], u, SUFFIX(bc32)(aq + 32 * j + 4 * c));
+        UNROLL
+        for (int j = 0; j < T; j++) s[j] = DPBUSD(s[j], u, SUFFIX(bc32)(aq + 32 * j + 4 * c));
 #else
-            const __m256i w = _mm256_xor_si256(u, x80), aw = _mm256_abs_epi8(w);
-            UNROLL
-            for (int j = 0; j < T; j++) {
-                const __m256i sa = _mm256_sign_epi8(SUFFIX(bc32)(aq + 32 * j + 4 * c), w);
-                s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones));
-            }
-#endif
-        }
+        const __m256i w = _mm256_xor_si256(u, x80), aw = _mm256_abs_epi8(w);
         UNROLL
         for (int j = 0; j < T; j++) {
-            const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(a->d[base + j]));
-            acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(s[j]), acc[j]);
+            const __m256i sa = _mm256_sign_epi8(SUFFIX(bc32)(aq + 32 * j + 4 * c), w);
+            s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones));
         }
+#endif
     }
     UNROLL
-    for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+    for (int j = 0; j < T; j++) {
+        const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(a->d[base + j]));
+        acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(s[j]), acc[j]);
+    }
 }
 
 /* ---- Q4_K ---- */
@@ -261,27 +243,80 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
     for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
 }
 
-#define R8_DRIVER(name, tile, NB)                                                                              \
+#define Q4_PFS(nu) q35_pf_step(SUFFIX(sbytes16)(nu) + 256 * (nu), (nu))
+#define Q8_PFS(nu) q35_pf_step(SUFFIX(sbytes16)(nu) + 512 * (nu), (nu))
+/* Half hf (rows 8 hf .. 8 hf + 7) of a group: T tokens from t0 over every block. */
+#define R8_TILE(name, unit, PFS, DT)                                                                            \
+    INLINE void name(const uint8_t *grp, int64_t nu, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows, \
+                     int64_t rbase, int64_t r0, int64_t r1) {                                                   \
+        __m256 acc[4];                                                                                         \
+        UNROLL                                                                                                 \
+        for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();                                              \
+        const int64_t pfs = PFS(nu);                                                                           \
+        const q35_pf_dist pd = q35_pf_for(DT);                                                                 \
+        for (int64_t u = 0; u < nu; u++) unit(grp, nu, u, hf, a, t0, T, acc, pfs, pd);                          \
+        UNROLL                                                                                                 \
+        for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);       \
+    }
+/* One token, half hf of two groups (ga's rows from ra, gb's from rb) in lockstep: two weight streams
+ * (mm_avx512.c). */
+#define R8_PAIR(name, unit, PFS, DT)                                                                            \
+    static void name(const uint8_t *ga, const uint8_t *gb, int64_t nu, int hf, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
+                     int64_t r0, int64_t r1) {                                                                  \
+        __m256 acca[1] = {_mm256_setzero_ps()}, accb[1] = {_mm256_setzero_ps()};                               \
+        const int64_t pfs = PFS(nu);                                                                           \
+        const q35_pf_dist pd = q35_pf_for(DT);                                                                 \
+        for (int64_t u = 0; u < nu; u++) {                                                                     \
+            unit(ga, nu, u, hf, a, 0, 1, acca, pfs, pd);                                                       \
+            unit(gb, nu, u, hf, a, 0, 1, accb, pfs, pd);                                                       \
+        }                                                                                                      \
+        SUFFIX(store8)(Y, acca[0], ra, r0, r1);                                                                \
+        SUFFIX(store8)(Y, accb[0], rb, r0, r1);                                                                \
+    }
+/* Loop over 8-row halves of groups and token tiles of up to 4. One token with q35_pf_streams == 2
+ * and a pair function (Q4_0/Q4R, Q8_0: the K formats gained 1-2% from it here, compute-bound, and
+ * keep their super-block loops): the first and the second half of the groups in pairs, both halves
+ * of each (the second from cache). */
+typedef void (*SUFFIX(pair_fn))(const uint8_t *, const uint8_t *, int64_t, int, const q35_act *, float *, int64_t, int64_t, int64_t, int64_t);
+#define R8_DRIVER(name, tile, pair, NU)                                                                         \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
         const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
-        const int64_t nb = NB;                                                                                 \
+        const int64_t nu = NU;                                                                                 \
+        const SUFFIX(pair_fn) pairf = pair;                                                                    \
+        if (j->n == 1 && q35_pf_streams == 2 && pairf) {                                                       \
+            const int64_t g0 = r0 / 16, ng = (r1 + 15) / 16 - g0, h = (ng + 1) / 2;                            \
+            for (int64_t k = 0; k < ng / 2; k++)                                                               \
+                for (int hf = 0; hf < 2; hf++)                                                                 \
+                    pairf(j->w + (size_t)(g0 + k) * gb, j->w + (size_t)(g0 + h + k) * gb, nu, hf, &j->a, j->Y,  \
+                         16 * (g0 + k) + 8 * hf, 16 * (g0 + h + k) + 8 * hf, r0, r1);                          \
+            if (ng & 1)                                                                                        \
+                for (int hf = 0; hf < 2; hf++)                                                                 \
+                    tile(j->w + (size_t)(g0 + h - 1) * gb, nu, hf, &j->a, 0, 1, j->Y, j->rows, 16 * (g0 + h - 1) + 8 * hf, r0, r1); \
+            return;                                                                                            \
+        }                                                                                                      \
         for (int64_t h = r0 / 8; h * 8 < r1; h++) {                                                            \
             const uint8_t *grp = j->w + (size_t)(h / 2) * gb;                                                  \
             const int hf = (int)(h & 1);                                                                       \
             for (int t0 = 0; t0 < j->n; t0 += 4) {                                                             \
                 switch (j->n - t0 < 4 ? j->n - t0 : 4) {                                                       \
-                case 1: tile(grp, nb, hf, &j->a, t0, 1, j->Y, j->rows, 8 * h, r0, r1); break;                   \
-                case 2: tile(grp, nb, hf, &j->a, t0, 2, j->Y, j->rows, 8 * h, r0, r1); break;                   \
-                case 3: tile(grp, nb, hf, &j->a, t0, 3, j->Y, j->rows, 8 * h, r0, r1); break;                   \
-                default: tile(grp, nb, hf, &j->a, t0, 4, j->Y, j->rows, 8 * h, r0, r1); break;                  \
+                case 1: tile(grp, nu, hf, &j->a, t0, 1, j->Y, j->rows, 8 * h, r0, r1); break;                   \
+                case 2: tile(grp, nu, hf, &j->a, t0, 2, j->Y, j->rows, 8 * h, r0, r1); break;                   \
+                case 3: tile(grp, nu, hf, &j->a, t0, 3, j->Y, j->rows, 8 * h, r0, r1); break;                   \
+                default: tile(grp, nu, hf, &j->a, t0, 4, j->Y, j->rows, 8 * h, r0, r1); break;                  \
                 }                                                                                              \
             }                                                                                                  \
         }                                                                                                      \
     }
-R8_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(q4_tile), j->cols / 32)
-R8_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(q8_tile), j->cols / 32)
-R8_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(q4k_tile), j->cols / 256)
-R8_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(q6k_tile), j->cols / 256)
+R8_TILE(SUFFIX(q4_tile), SUFFIX(q4_unit), Q4_PFS, Q35_DT_Q4_0)
+R8_TILE(SUFFIX(q8_tile), SUFFIX(q8_unit), Q8_PFS, Q35_DT_Q8_0)
+R8_PAIR(SUFFIX(q4_pair), SUFFIX(q4_unit), Q4_PFS, Q35_DT_Q4_0)
+R8_PAIR(SUFFIX(q8_pair), SUFFIX(q8_unit), Q8_PFS, Q35_DT_Q8_0)
+R8_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(q4_tile), SUFFIX(q4_pair), j->cols / 32)
+R8_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(q8_tile), SUFFIX(q8_pair), j->cols / 32)
+R8_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(q4k_tile), NULL, j->cols / 256)
+R8_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(q6k_tile), NULL, j->cols / 256)
+#undef Q4_PFS
+#undef Q8_PFS
 
 /* ---- float formats (row-major): 4 rows x up to 2 tokens ---- */
 #if !VNNI

@@ -30,6 +30,15 @@ INLINE __m512i dpbusd_bc(__m512i acc, __m512i w, const int8_t *p) {
 
 static int64_t scale_bytes16(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)63; }
 
+/* acc[j] += (dw * da) * float(s[j]) for tokens j < T of one block: the reference's float step. */
+INLINE void block_scale(__m512 *acc, __m512 dw, const q35_act *a, size_t base, const __m512i *s, const int T) {
+    UNROLL
+    for (int j = 0; j < T; j++) {
+        const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base + j]));
+        acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s[j]), acc[j]);
+    }
+}
+
 /* ---- Q4_0 / Q4R, R16 ---- */
 
 /* Block b (Q4_0 / Q4R) times tokens t0..t0+T-1, added into acc[T]; with one token it also
@@ -72,11 +81,7 @@ INLINE void q4_unit(const uint8_t *grp, int64_t nb, int64_t b, const q35_act *a,
         UNROLL
         for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], hi[c], aq + 32 * j + 16 + 4 * c);
     }
-    UNROLL
-    for (int j = 0; j < T; j++) {
-        const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base + j]));
-        acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s[j]), acc[j]);
-    }
+    block_scale(acc, dw, a, base, s, T);
 }
 /* Units of a group (blocks), the prefetch step per unit, and the prefetch distances */
 #define Q4_UNITS(cols) ((cols) / 32)
@@ -103,11 +108,7 @@ INLINE void q8_unit(const uint8_t *grp, int64_t nb, int64_t b, const q35_act *a,
         UNROLL
         for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], w[c], aq + 32 * j + 4 * c);
     }
-    UNROLL
-    for (int j = 0; j < T; j++) {
-        const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base + j]));
-        acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s[j]), acc[j]);
-    }
+    block_scale(acc, dw, a, base, s, T);
 }
 #define Q8_UNITS(cols) ((cols) / 32)
 #define Q8_PFS(nb) q35_pf_step(scale_bytes16(nb) + 512 * (nb), (nb))
