@@ -1,11 +1,13 @@
 /* Kernel throughput on the Qwen3.5-0.8B layer shapes (build: make bench-kernels; run:
- * build/bench_kernels [-r REPS] [-l LAYERS] [-n N] [-i ISA] [--head] [--per-product] [format...]; ISA: only
+ * build/bench_kernels [-r REPS] [-l LAYERS] [-n N] [-i ISA] [--head] [--per-product] [--overlap] [format...]; ISA: only
  * that one, default all; --head adds the LM head, 248320x1024 at n = 1; --per-product times each n = 1
  * product alone and prints the six shapes' rates (docs/speed.md); --attn N instead: generation's
  * attention over an N-position fp32 / fp16 KV cache of the 0.8B shapes, 1 thread; --recur
  * instead: one token's delta rule over the 0.8B recurrent state, 1 thread; --probe N instead: N
  * readings in a row of the 2-thread read bandwidth, each the best of its loops, to see how steady
- * the host is).
+ * the host is; --overlap instead: each format's n = 1 rate on a matrix in L2 (what its instructions
+ * allow) and, with AVX-512, the probe's read loop with 0-4 vpdpbusd per line, to see what
+ * arithmetic costs a weight stream; docs/speed.md "What arithmetic costs a weight stream").
  * For each format, ISA and thread count (1, 2): n = 1 over LAYERS copies of one layer's six
  * matrices (in_qkv 6144x1024, in_z 2048x1024, out 1024x2048, gate/up 3584x1024, down 1024x3584),
  * distinct memory so the weights stream from DRAM as in generation: GB/s of weight bytes, median over
@@ -22,6 +24,7 @@
 #include "core/pool.h"
 #include "kernels/attention.h"
 #include "kernels/membw.h"
+#include "kernels/prefetch.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "q35.h"
@@ -211,8 +214,102 @@ static int bench_recur(int reps) {
     return 0;
 }
 
+/* ---- --overlap: how much a product's arithmetic costs its weight stream ---- */
+
+/* n = 1 products of one 1024 x 1024 matrix that stays in L2, called over and over on 1 thread:
+ * the rate the kernel's instructions allow when memory is not the limit (GB/s of weight bytes). */
+static double l2_rate(q35_dtype dt) {
+    const int64_t rows = 1024, cols = 1024;
+    const size_t rb = q35_dtype_size(dt) ? q35_dtype_size(dt) * (size_t)cols : q35_row_bytes(dt, cols);
+    uint8_t *raw = malloc(rb * (size_t)rows);
+    float *row = malloc(sizeof(float) * (size_t)cols), *X = malloc(sizeof(float) * (size_t)cols), *Y = malloc(sizeof(float) * (size_t)rows);
+    if (!raw || !row || !X || !Y) return 0;
+    for (int64_t c = 0; c < cols; c++) X[c] = frand();
+    for (int64_t r = 0; r < rows; r++) {
+        for (int64_t c = 0; c < cols; c++) row[c] = 0.05f * frand();
+        q35_quantize_row(dt, row, raw + rb * (size_t)r, cols);
+    }
+    q35_tensor W = {.name = "l2", .dtype = dt, .ndim = 2, .shape = {rows, cols}, .data = raw, .nbytes = rb * (size_t)rows};
+    const size_t rsz = q35_repack_size(&W);
+    void *rp = rsz ? q35_huge_alloc(rsz) : NULL;
+    if (rp) q35_tensor_repack(&W, rp, &W);
+    double best = 1e9;
+    for (int r = 0; r < 9; r++) {
+        const double t0 = now();
+        for (int i = 0; i < 200; i++) q35_matmul(&W, X, 1, Y);
+        const double t = (now() - t0) / 200;
+        best = t < best ? t : best;
+    }
+    const double gbs = (double)W.nbytes / best / 1e9;
+    if (rp) q35_huge_free(rp);
+    free(raw), free(row), free(X), free(Y);
+    return gbs;
+}
+
+#if defined(__x86_64__)
+/* The read loop of the bandwidth probe's fastest mode (membw_read.h mode 3/4: T0 512 and T1 1 KiB
+ * ahead; `streams` halves of p in lockstep) with k vpdpbusd per 64-byte line added, about what a
+ * Q4_0 (k = 2: low and high nibbles) or Q8_0 (k = 1) single-token kernel spends on a line. */
+__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) static uint64_t read_dp(const uint8_t *p, size_t bytes, int streams, int k) {
+    static const int8_t act[64] __attribute__((aligned(64))) = {1, 2, 3, 4};
+    __m512i acc[8];
+    for (int i = 0; i < 8; i++) acc[i] = _mm512_setzero_si512();
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const size_t share = bytes / (size_t)streams;
+    for (size_t o = 0; o < share; o += 256)
+        for (int st = 0; st < streams; st++) {
+            const uint8_t *q = p + (size_t)st * share + o;
+            q35_pf((q35_pf_dist){512, 1024}, q, 256);
+            for (int c = 0; c < 4; c++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(q + 64 * c));
+                if (!k) acc[c] = _mm512_add_epi32(acc[c], v);
+                for (int i = 0; i < k; i++) {
+                    const __m512i w = i & 1 ? _mm512_andnot_si512(m4, v) : _mm512_and_si512(v, m4);
+                    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc[(2 * c + i) & 7]) : "v"(w), "m"(*(const int8_t(*)[4])(act + 4 * (i & 15))));
+                }
+            }
+        }
+    __m512i a = acc[0];
+    for (int i = 1; i < 8; i++) a = _mm512_add_epi32(a, acc[i]);
+    return (uint64_t)(uint32_t)_mm512_reduce_add_epi32(a);
+}
+#endif
+
+static int bench_overlap(const q35_dtype *fmts, int nfmt) {
+    q35_set_threads(1);
+    printf("n = 1 products of a 1024 x 1024 matrix in L2, 1 thread (%s; GB/s of weights, best of 9 x 200):\n", q35_isa_name(q35_isa_best()));
+    for (int f = 0; f < nfmt; f++) printf("  %-6s %6.1f\n", q35_dtype_name(fmts[f]), l2_rate(fmts[f]));
+#if defined(__x86_64__)
+    if (q35_isa_best() < Q35_ISA_AVX512) return 0;
+    const size_t bytes = (size_t)1 << 30;
+    uint8_t *p = q35_huge_alloc(bytes);
+    if (!p) return 1;
+    memset(p, 1, bytes);
+    uint64_t sink = 0;
+    printf("1 GiB read loop (T0 512 B + T1 1 KiB ahead) with k vpdpbusd per 64-byte line, 1 thread, GB/s (best of 5):\n");
+    for (int streams = 1; streams <= 2; streams++) {
+        printf("  %d stream%s:", streams, streams > 1 ? "s" : " ");
+        for (int k = 0; k <= 4; k++) {
+            if (k == 3) continue;
+            double best = 0;
+            for (int r = 0; r < 5; r++) {
+                const double t0 = now();
+                sink += read_dp(p, bytes, streams, k);
+                const double g = (double)bytes / (now() - t0) / 1e9;
+                best = g > best ? g : best;
+            }
+            printf("  k=%d %5.1f", k, best);
+        }
+        printf("\n");
+    }
+    q35_huge_free(p);
+    if (sink == 1) printf("\n");
+#endif
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int reps = 7, layers = 24, nb = 64, nfmt = 0, only = -1, head = 0, attn = 0, recur = 0, per_product = 0, probe = 0;
+    int reps = 7, layers = 24, nb = 64, nfmt = 0, only = -1, head = 0, attn = 0, recur = 0, per_product = 0, probe = 0, overlap = 0;
     q35_dtype fmts[16];
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -220,6 +317,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-n") && i + 1 < argc) nb = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--head")) head = 1;
         else if (!strcmp(argv[i], "--recur")) recur = 1;
+        else if (!strcmp(argv[i], "--overlap")) overlap = 1;
         else if (!strcmp(argv[i], "--per-product")) per_product = 1;
         else if (!strcmp(argv[i], "--attn") && i + 1 < argc) attn = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--probe") && i + 1 < argc) probe = atoi(argv[++i]);
@@ -239,6 +337,7 @@ int main(int argc, char **argv) {
         const q35_dtype all[] = {Q35_DT_BF16, Q35_DT_F16, Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4R, Q35_DT_Q4_K, Q35_DT_Q6_K};
         for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) fmts[nfmt++] = all[i];
     }
+    if (overlap) return bench_overlap(fmts, nfmt);
     q35_set_threads(2);
     if (probe > 0) {
         printf("2-thread read bandwidth, %d readings (GB/s):", probe);
