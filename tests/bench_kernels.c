@@ -25,6 +25,7 @@
 #include "kernels/attention.h"
 #include "kernels/membw.h"
 #include "kernels/prefetch.h"
+#include "kernels/unroll.h"
 #include "kernels/kernels.h"
 #include "kernels/quant.h"
 #include "q35.h"
@@ -250,7 +251,8 @@ static double l2_rate(q35_dtype dt) {
 /* The read loop of the bandwidth probe's fastest mode (membw_read.h mode 3/4: T0 512 and T1 1 KiB
  * ahead; `streams` halves of p in lockstep) with k vpdpbusd per 64-byte line added, about what a
  * Q4_0 (k = 2: low and high nibbles) or Q8_0 (k = 1) single-token kernel spends on a line. */
-__attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) static uint64_t read_dp(const uint8_t *p, size_t bytes, int streams, int k) {
+#define OVERLAP_TARGET __attribute__((target("avx512f,avx512bw,avx512vnni")))
+OVERLAP_TARGET static inline __attribute__((always_inline)) uint64_t read_dp_k(const uint8_t *p, size_t bytes, int streams, const int k) {
     static const int8_t act[64] __attribute__((aligned(64))) = {1, 2, 3, 4};
     __m512i acc[8];
     for (int i = 0; i < 8; i++) acc[i] = _mm512_setzero_si512();
@@ -260,9 +262,11 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) static uint64_t
         for (int st = 0; st < streams; st++) {
             const uint8_t *q = p + (size_t)st * share + o;
             q35_pf((q35_pf_dist){512, 1024}, q, 256);
+            UNROLL
             for (int c = 0; c < 4; c++) {
                 const __m512i v = _mm512_loadu_si512((const void *)(q + 64 * c));
                 if (!k) acc[c] = _mm512_add_epi32(acc[c], v);
+                UNROLL
                 for (int i = 0; i < k; i++) {
                     const __m512i w = i & 1 ? _mm512_andnot_si512(m4, v) : _mm512_and_si512(v, m4);
                     __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(acc[(2 * c + i) & 7]) : "v"(w), "m"(*(const int8_t(*)[4])(act + 4 * (i & 15))));
@@ -272,6 +276,15 @@ __attribute__((target("avx512f,avx512bw,avx512vnni"), noinline)) static uint64_t
     __m512i a = acc[0];
     for (int i = 1; i < 8; i++) a = _mm512_add_epi32(a, acc[i]);
     return (uint64_t)(uint32_t)_mm512_reduce_add_epi32(a);
+}
+/* k a constant in each copy: the loops unrolled, no run-time branch per line */
+OVERLAP_TARGET __attribute__((noinline)) static uint64_t read_dp(const uint8_t *p, size_t bytes, int streams, int k) {
+    switch (k) {
+    case 0: return read_dp_k(p, bytes, streams, 0);
+    case 1: return read_dp_k(p, bytes, streams, 1);
+    case 2: return read_dp_k(p, bytes, streams, 2);
+    default: return read_dp_k(p, bytes, streams, 4);
+    }
 }
 #endif
 
