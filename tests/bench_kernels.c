@@ -290,7 +290,7 @@ OVERLAP_TARGET __attribute__((noinline)) static uint64_t read_dp(const uint8_t *
 
 static int bench_overlap(const q35_dtype *fmts, int nfmt) {
     q35_set_threads(1);
-    printf("n = 1 products of a 1024 x 1024 matrix in L2, 1 thread (%s; GB/s of weights, best of 9 x 200):\n", q35_isa_name(q35_isa_best()));
+    printf("n = 1 products of a 1024 x 1024 matrix in L2, 1 thread (%s; GB/s of weights, best of 9 x 200):\n", q35_isa_name(q35_isa_get()));
     for (int f = 0; f < nfmt; f++) printf("  %-6s %6.1f\n", q35_dtype_name(fmts[f]), l2_rate(fmts[f]));
 #if defined(__x86_64__)
     if (q35_isa_best() < Q35_ISA_AVX512) return 0;

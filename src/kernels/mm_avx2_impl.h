@@ -48,18 +48,16 @@ INLINE __m256i maddubs_pair(__m256i acc16, __m256i u, __m256i s) { return _mm256
 #endif
 
 /* ---- Q4_0 / Q4R ---- */
-INLINE void SUFFIX(q4_unit)(const uint8_t *grp, int64_t nb, int64_t b, int hf, const q35_act *a, int t0, const int T, __m256 *acc,
-                             int64_t pfs, q35_pf_dist pd) {
+/* One block's half (8 rows: scales sc, f16 d[8]; chunks cq) times T tokens: activation bytes
+ * aq[T][32], their sums as[T] and scales ad[T]; added into acc[T]. */
+INLINE void SUFFIX(q4_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t *as, const float *ad, const int T,
+                             __m256 *acc) {
     const __m256i m4 = _mm256_set1_epi8(15);
-    if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs); /* the second half reads the group from cache */
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(q35_r16_scales(grp, b, 256) + 16 * hf)));
-    const uint8_t *cq = q35_r16_chunks(grp, nb, b, 256) + 32 * hf;
-    const size_t base = (size_t)b * a->n + t0;
-    const int8_t *aq = a->q + base * 32;
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sc));
 #if VNNI
     __m256i s[4];
     UNROLL
-    for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(a->s[base + j]);
+    for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(as[j]);
     UNROLL
     for (int c = 0; c < 4; c++) {
         const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
@@ -86,26 +84,30 @@ INLINE void SUFFIX(q4_unit)(const uint8_t *grp, int64_t nb, int64_t b, int hf, c
     }
     const __m256i ones = _mm256_set1_epi16(1);
     UNROLL
-    for (int j = 0; j < T; j++) s[j] = _mm256_add_epi32(_mm256_madd_epi16(p[j], ones), _mm256_set1_epi32(a->s[base + j]));
+    for (int j = 0; j < T; j++) s[j] = _mm256_add_epi32(_mm256_madd_epi16(p[j], ones), _mm256_set1_epi32(as[j]));
 #endif
     UNROLL
     for (int j = 0; j < T; j++) {
-        const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(a->d[base + j]));
+        const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(ad[j]));
         acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(s[j]), acc[j]);
     }
 }
+/* Half hf of block b of a group times tokens t0..t0+T-1; with one token it also prefetches. */
+INLINE void SUFFIX(q4_unit)(const uint8_t *grp, int64_t nb, int64_t b, int hf, const q35_act *a, int t0, const int T, __m256 *acc,
+                             int64_t pfs, q35_pf_dist pd) {
+    if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs); /* the second half reads the group from cache */
+    const size_t base = (size_t)b * a->n + t0;
+    SUFFIX(q4_core)(q35_r16_scales(grp, b, 256) + 16 * hf, q35_r16_chunks(grp, nb, b, 256) + 32 * hf, a->q + base * 32, a->s + base,
+                    a->d + base, T, acc);
+}
 
 /* ---- Q8_0 ---- */
-INLINE void SUFFIX(q8_unit)(const uint8_t *grp, int64_t nb, int64_t b, int hf, const q35_act *a, int t0, const int T, __m256 *acc,
-                             int64_t pfs, q35_pf_dist pd) {
-    if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs);
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(q35_r16_scales(grp, b, 512) + 16 * hf)));
-    const uint8_t *cq = q35_r16_chunks(grp, nb, b, 512) + 32 * hf;
-    const size_t base = (size_t)b * a->n + t0;
-    const int8_t *aq = a->q + base * 32;
+INLINE void SUFFIX(q8_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t *as, const float *ad, const int T,
+                             __m256 *acc) {
+    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sc));
     __m256i s[4];
     UNROLL
-    for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(a->s[base + j]);
+    for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(as[j]);
 #if !VNNI
     const __m256i ones = _mm256_set1_epi16(1), x80 = _mm256_set1_epi8((char)0x80);
 #endif
@@ -126,9 +128,16 @@ INLINE void SUFFIX(q8_unit)(const uint8_t *grp, int64_t nb, int64_t b, int hf, c
     }
     UNROLL
     for (int j = 0; j < T; j++) {
-        const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(a->d[base + j]));
+        const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(ad[j]));
         acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(s[j]), acc[j]);
     }
+}
+INLINE void SUFFIX(q8_unit)(const uint8_t *grp, int64_t nb, int64_t b, int hf, const q35_act *a, int t0, const int T, __m256 *acc,
+                             int64_t pfs, q35_pf_dist pd) {
+    if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs);
+    const size_t base = (size_t)b * a->n + t0;
+    SUFFIX(q8_core)(q35_r16_scales(grp, b, 512) + 16 * hf, q35_r16_chunks(grp, nb, b, 512) + 32 * hf, a->q + base * 32, a->s + base,
+                    a->d + base, T, acc);
 }
 
 /* ---- Q4_K ---- */
@@ -259,16 +268,49 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
         for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);       \
     }
 /* One token, half hf of two groups (ga's rows from ra, gb's from rb) in lockstep: two weight streams
- * (mm_avx512.c). */
-#define R8_PAIR(name, unit, PFS, DT)                                                                            \
-    static void name(const uint8_t *ga, const uint8_t *gb, int64_t nu, int hf, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
+ * (mm_avx512.c). Each run of 32 blocks is walked by pointer, and the first half prefetches a fixed
+ * count of lines per block (nl * 64 >= the stream's bytes per block), with no branch, as the
+ * AVX-512 pairs (docs/speed.md, "Lean single-token pairs"). */
+INLINE void SUFFIX(pf_lines)(q35_pf_dist d, const uint8_t *p, const int nl) {
+#ifndef Q35_PF_NONE
+    if (d.far) {
+        UNROLL
+        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.far + 64 * l, 0, 2);
+    }
+    if (d.near) {
+        UNROLL
+        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.near + 64 * l, 0, 3);
+    }
+#else
+    (void)d, (void)p, (void)nl;
+#endif
+}
+#define R8_PAIR(name, core, QB, NL, DT)                                                                         \
+    static void name(const uint8_t *ga, const uint8_t *gb, int64_t nb, int hf, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
                      int64_t r0, int64_t r1) {                                                                  \
+        _Static_assert(NL * 64 >= QB + 33, "pf_lines must cover a block's step");                              \
         __m256 acca[1] = {_mm256_setzero_ps()}, accb[1] = {_mm256_setzero_ps()};                               \
-        const int64_t pfs = PFS(nu);                                                                           \
+        const int64_t pfs = q35_pf_step(SUFFIX(sbytes16)(nb) + QB * nb, nb);                                   \
         const q35_pf_dist pd = q35_pf_for(DT);                                                                 \
-        for (int64_t u = 0; u < nu; u++) {                                                                     \
-            unit(ga, nu, u, hf, a, 0, 1, acca, pfs, pd);                                                       \
-            unit(gb, nu, u, hf, a, 0, 1, accb, pfs, pd);                                                       \
+        const int8_t *aq = a->q; /* [nb][32]: one token */                                                     \
+        const int32_t *as = a->s;                                                                              \
+        const float *ad = a->d;                                                                                \
+        const uint8_t *pa = ga, *pb = gb;                                                                      \
+        for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                     \
+            const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, QB);                        \
+            const uint8_t *sa = ga + off + 16 * hf, *sb = gb + off + 16 * hf;                                  \
+            const uint8_t *ca = ga + off + q35_r16_run_scale_bytes(len) + 32 * hf;                             \
+            const uint8_t *cb = gb + off + q35_r16_run_scale_bytes(len) + 32 * hf;                             \
+            for (int64_t i = 0; i < len; i++) {                                                                \
+                if (!hf) {                                                                                     \
+                    SUFFIX(pf_lines)(pd, pa, NL);                                                              \
+                    SUFFIX(pf_lines)(pd, pb, NL);                                                              \
+                    pa += pfs, pb += pfs;                                                                      \
+                }                                                                                              \
+                core(sa + 32 * i, ca + QB * i, aq, as, ad, 1, acca);                                           \
+                core(sb + 32 * i, cb + QB * i, aq, as, ad, 1, accb);                                           \
+                aq += 32, as++, ad++;                                                                          \
+            }                                                                                                  \
         }                                                                                                      \
         SUFFIX(store8)(Y, acca[0], ra, r0, r1);                                                                \
         SUFFIX(store8)(Y, accb[0], rb, r0, r1);                                                                \
@@ -309,8 +351,8 @@ typedef void (*SUFFIX(pair_fn))(const uint8_t *, const uint8_t *, int64_t, int, 
     }
 R8_TILE(SUFFIX(q4_tile), SUFFIX(q4_unit), Q4_PFS, Q35_DT_Q4_0)
 R8_TILE(SUFFIX(q8_tile), SUFFIX(q8_unit), Q8_PFS, Q35_DT_Q8_0)
-R8_PAIR(SUFFIX(q4_pair), SUFFIX(q4_unit), Q4_PFS, Q35_DT_Q4_0)
-R8_PAIR(SUFFIX(q8_pair), SUFFIX(q8_unit), Q8_PFS, Q35_DT_Q8_0)
+R8_PAIR(SUFFIX(q4_pair), SUFFIX(q4_core), 256, 5, Q35_DT_Q4_0)
+R8_PAIR(SUFFIX(q8_pair), SUFFIX(q8_core), 512, 9, Q35_DT_Q8_0)
 R8_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(q4_tile), SUFFIX(q4_pair), j->cols / 32)
 R8_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(q8_tile), SUFFIX(q8_pair), j->cols / 32)
 R8_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(q4k_tile), NULL, j->cols / 256)
