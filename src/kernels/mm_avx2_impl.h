@@ -47,6 +47,23 @@ static int64_t SUFFIX(sbytes16)(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)
 INLINE __m256i maddubs_pair(__m256i acc16, __m256i u, __m256i s) { return _mm256_add_epi16(acc16, _mm256_maddubs_epi16(u, s)); }
 #endif
 
+/* q35_pf's two distances for the nl lines from p on, no branch per line: nl * 64 >= the stream's
+ * bytes per step, so every line is requested, a few twice. */
+INLINE void SUFFIX(pf_lines)(q35_pf_dist d, const uint8_t *p, const int nl) {
+#ifndef Q35_PF_NONE
+    if (d.far) {
+        UNROLL
+        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.far + 64 * l, 0, 2);
+    }
+    if (d.near) {
+        UNROLL
+        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.near + 64 * l, 0, 3);
+    }
+#else
+    (void)d, (void)p, (void)nl;
+#endif
+}
+
 /* ---- Q4_0 / Q4R ---- */
 /* One block's half (8 rows: scales sc, f16 d[8]; chunks cq) times T tokens: activation bytes
  * aq[T][32], their sums as[T] and scales ad[T]; added into acc[T]. */
@@ -157,7 +174,7 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
             const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 64 + 16 * s + 8 * hf)));
             const __m256i mm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 192 + 16 * s + 8 * hf)));
             const uint8_t *cq = p + 320 + 256 * s + 32 * hf;
-            if (T == 1 && !hf) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
+            if (T == 1 && !hf) SUFFIX(pf_lines)(pd, grp + (8 * sb + s) * pfs, 5); /* 320 >= pfs = 296 */
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
             const int8_t *aq = a->q + base * 32;
             __m256i dot[4];
@@ -210,7 +227,7 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
             const __m256i sc0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s) + 8 * hf)));
             const __m256i sc1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s + 1) + 8 * hf)));
             const uint8_t *L = p + 288 + 384 * s + 32 * hf, *H = p + 288 + 384 * s + 256 + 32 * hf;
-            if (T == 1 && !hf) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
+            if (T == 1 && !hf) SUFFIX(pf_lines)(pd, grp + (8 * sb + s) * pfs, 7); /* 448 >= pfs = 420 */
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
             const int8_t *aq = a->q + base * 32;
             __m256i s0[4], s1[4];
@@ -269,22 +286,7 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
     }
 /* One token, half hf of two groups (ga's rows from ra, gb's from rb) in lockstep: two weight streams
  * (mm_avx512.c). Each run of 32 blocks is walked by pointer, and the first half prefetches a fixed
- * count of lines per block (nl * 64 >= the stream's bytes per block), with no branch, as the
- * AVX-512 pairs (docs/speed.md, "Lean single-token pairs"). */
-INLINE void SUFFIX(pf_lines)(q35_pf_dist d, const uint8_t *p, const int nl) {
-#ifndef Q35_PF_NONE
-    if (d.far) {
-        UNROLL
-        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.far + 64 * l, 0, 2);
-    }
-    if (d.near) {
-        UNROLL
-        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.near + 64 * l, 0, 3);
-    }
-#else
-    (void)d, (void)p, (void)nl;
-#endif
-}
+ * count of lines per block, as the AVX-512 pairs (docs/speed.md, "Lean single-token pairs"). */
 #define R8_PAIR(name, core, QB, NL, DT)                                                                         \
     static void name(const uint8_t *ga, const uint8_t *gb, int64_t nb, int hf, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
                      int64_t r0, int64_t r1) {                                                                  \

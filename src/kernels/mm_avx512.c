@@ -39,6 +39,23 @@ INLINE void block_scale(__m512 *acc, __m512 dw, const q35_act *a, size_t base, c
     }
 }
 
+/* q35_pf's two distances for the nl lines from p on: nl * 64 >= the stream bytes per block (the
+ * pairs' step), so every line of the stream is requested, a few twice. */
+INLINE void pf_lines(q35_pf_dist d, const uint8_t *p, const int nl) {
+#ifndef Q35_PF_NONE
+    if (d.far) {
+        UNROLL
+        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.far + 64 * l, 0, 2);
+    }
+    if (d.near) {
+        UNROLL
+        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.near + 64 * l, 0, 3);
+    }
+#else
+    (void)d, (void)p, (void)nl;
+#endif
+}
+
 /* ---- Q4_0 / Q4R, R16 ---- */
 
 /* acc + one block of one token: the block's scales sc (f16 d[16]), its chunks cq, the token's 32
@@ -147,7 +164,7 @@ INLINE void q4k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
     const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s)));
     const __m512i mm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s)));
     const uint8_t *cq = p + 320 + 256 * s;
-    if (T == 1) q35_pf(pd, grp + u * pfs, pfs);
+    if (T == 1) pf_lines(pd, grp + u * pfs, 5); /* 320 >= pfs = 296 */
     __m512i lo[4], hi[4];
     UNROLL
     for (int c = 0; c < 4; c++) {
@@ -192,7 +209,7 @@ INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
     const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s))));
     const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1))));
     const uint8_t *L = p + 288 + 384 * s, *H = L + 256;
-    if (T == 1) q35_pf(pd, grp + u * pfs, pfs);
+    if (T == 1) pf_lines(pd, grp + u * pfs, 7); /* 448 >= pfs = 420 */
     __m512i w[8];
     const __m512i h0 = _mm512_loadu_si512((const void *)H), h1 = _mm512_loadu_si512((const void *)(H + 64));
     UNROLL
@@ -269,23 +286,6 @@ R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
  * block, with no branch: a third fewer instructions per block. Same steps, same bits. Matrices in
  * L2 (bench_kernels --overlap, 1 thread): Q4_0 37 -> 47-50 GB/s, Q8_0 54 -> 69-72; from DRAM the
  * stream is the limit, and generation gains 1-4% (docs/speed.md, "Lean single-token pairs"). */
-
-/* q35_pf's two distances for the nl lines from p on: nl * 64 >= the stream bytes per block (the
- * pairs' step), so every line of the stream is requested, a few twice. */
-INLINE void pf_lines(q35_pf_dist d, const uint8_t *p, const int nl) {
-#ifndef Q35_PF_NONE
-    if (d.far) {
-        UNROLL
-        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.far + 64 * l, 0, 2);
-    }
-    if (d.near) {
-        UNROLL
-        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.near + 64 * l, 0, 3);
-    }
-#else
-    (void)d, (void)p, (void)nl;
-#endif
-}
 
 /* One token over two groups of nb blocks of QB quant bytes (ga's rows at ra, gb's at rb). */
 #define LEAN_PAIR(name, step, QB, NL, PD)                                                                         \
