@@ -284,10 +284,11 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);       \
     }
-/* One token, half hf of two groups (ga's rows from ra, gb's from rb) in lockstep: two weight streams
- * (mm_avx512.c). Each run of 32 blocks is walked by pointer, and the first half prefetches a fixed
- * count of lines per block, as the AVX-512 pairs (docs/speed.md, "Lean single-token pairs"). */
-#define R8_PAIR(name, core, QB, NL, DT)                                                                         \
+/* One token, half hf of G (1 or 2) groups (ga's rows from ra, gb's from rb; gb unused when G == 1)
+ * in lockstep: with two, two weight streams (mm_avx512.c). Each run of 32 blocks is walked by
+ * pointer, and the first half prefetches a fixed count of lines per block, as the AVX-512 walks
+ * (docs/speed.md, "Lean single-token pairs"). */
+#define R8_WALK(name, core, QB, NL, DT, G)                                                                     \
     static void name(const uint8_t *ga, const uint8_t *gb, int64_t nb, int hf, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
                      int64_t r0, int64_t r1) {                                                                  \
         _Static_assert(NL * 64 >= QB + 33, "pf_lines must cover a block's step");                              \
@@ -300,33 +301,33 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
         const uint8_t *pa = ga, *pb = gb;                                                                      \
         for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                     \
             const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, QB);                        \
-            const uint8_t *sa = ga + off + 16 * hf, *sb = gb + off + 16 * hf;                                  \
-            const uint8_t *ca = ga + off + q35_r16_run_scale_bytes(len) + 32 * hf;                             \
-            const uint8_t *cb = gb + off + q35_r16_run_scale_bytes(len) + 32 * hf;                             \
+            const int64_t sbytes = q35_r16_run_scale_bytes(len);                                               \
+            const uint8_t *sa = ga + off + 16 * hf, *ca = ga + off + sbytes + 32 * hf;                         \
+            const uint8_t *sb = G == 2 ? gb + off + 16 * hf : NULL, *cb = G == 2 ? gb + off + sbytes + 32 * hf : NULL; \
             for (int64_t i = 0; i < len; i++) {                                                                \
                 if (!hf) {                                                                                     \
                     SUFFIX(pf_lines)(pd, pa, NL);                                                              \
-                    SUFFIX(pf_lines)(pd, pb, NL);                                                              \
-                    pa += pfs, pb += pfs;                                                                      \
+                    pa += pfs;                                                                                 \
+                    if (G == 2) SUFFIX(pf_lines)(pd, pb, NL), pb += pfs;                                       \
                 }                                                                                              \
                 core(sa + 32 * i, ca + QB * i, aq, as, ad, 1, acca);                                           \
-                core(sb + 32 * i, cb + QB * i, aq, as, ad, 1, accb);                                           \
+                if (G == 2) core(sb + 32 * i, cb + QB * i, aq, as, ad, 1, accb);                               \
                 aq += 32, as++, ad++;                                                                          \
             }                                                                                                  \
         }                                                                                                      \
         SUFFIX(store8)(Y, acca[0], ra, r0, r1);                                                                \
-        SUFFIX(store8)(Y, accb[0], rb, r0, r1);                                                                \
+        if (G == 2) SUFFIX(store8)(Y, accb[0], rb, r0, r1);                                                    \
     }
 /* Loop over 8-row halves of groups and token tiles of up to 4. One token with q35_pf_streams == 2
  * and a pair function (Q4_0/Q4R, Q8_0: the K formats gained 1-2% from it here, compute-bound, and
  * keep their super-block loops): the first and the second half of the groups in pairs, both halves
  * of each (the second from cache). */
 typedef void (*SUFFIX(pair_fn))(const uint8_t *, const uint8_t *, int64_t, int, const q35_act *, float *, int64_t, int64_t, int64_t, int64_t);
-#define R8_DRIVER(name, tile, pair, NU)                                                                         \
+#define R8_DRIVER(name, tile, pair, one, NU)                                                                       \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
         const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
         const int64_t nu = NU;                                                                                 \
-        const SUFFIX(pair_fn) pairf = pair;                                                                    \
+        const SUFFIX(pair_fn) pairf = pair, onef = one;                                                        \
         if (j->n == 1 && q35_pf_streams == 2 && pairf) {                                                       \
             const int64_t g0 = r0 / 16, ng = (r1 + 15) / 16 - g0, h = (ng + 1) / 2;                            \
             for (int64_t k = 0; k < ng / 2; k++)                                                               \
@@ -336,6 +337,11 @@ typedef void (*SUFFIX(pair_fn))(const uint8_t *, const uint8_t *, int64_t, int, 
             if (ng & 1)                                                                                        \
                 for (int hf = 0; hf < 2; hf++)                                                                 \
                     tile(j->w + (size_t)(g0 + h - 1) * gb, nu, hf, &j->a, 0, 1, j->Y, j->rows, 16 * (g0 + h - 1) + 8 * hf, r0, r1); \
+            return;                                                                                            \
+        }                                                                                                      \
+        if (j->n == 1 && onef) {                                                                               \
+            for (int64_t h = r0 / 8; h * 8 < r1; h++)                                                          \
+                onef(j->w + (size_t)(h / 2) * gb, NULL, nu, (int)(h & 1), &j->a, j->Y, 8 * h, 0, r0, r1);      \
             return;                                                                                            \
         }                                                                                                      \
         for (int64_t h = r0 / 8; h * 8 < r1; h++) {                                                            \
@@ -353,12 +359,14 @@ typedef void (*SUFFIX(pair_fn))(const uint8_t *, const uint8_t *, int64_t, int, 
     }
 R8_TILE(SUFFIX(q4_tile), SUFFIX(q4_unit), Q4_PFS, Q35_DT_Q4_0)
 R8_TILE(SUFFIX(q8_tile), SUFFIX(q8_unit), Q8_PFS, Q35_DT_Q8_0)
-R8_PAIR(SUFFIX(q4_pair), SUFFIX(q4_core), 256, 5, Q35_DT_Q4_0)
-R8_PAIR(SUFFIX(q8_pair), SUFFIX(q8_core), 512, 9, Q35_DT_Q8_0)
-R8_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(q4_tile), SUFFIX(q4_pair), j->cols / 32)
-R8_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(q8_tile), SUFFIX(q8_pair), j->cols / 32)
-R8_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(q4k_tile), NULL, j->cols / 256)
-R8_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(q6k_tile), NULL, j->cols / 256)
+R8_WALK(SUFFIX(q4_pair), SUFFIX(q4_core), 256, 5, Q35_DT_Q4_0, 2)
+R8_WALK(SUFFIX(q8_pair), SUFFIX(q8_core), 512, 9, Q35_DT_Q8_0, 2)
+R8_WALK(SUFFIX(q4_one), SUFFIX(q4_core), 256, 5, Q35_DT_Q4_0, 1)
+R8_WALK(SUFFIX(q8_one), SUFFIX(q8_core), 512, 9, Q35_DT_Q8_0, 1)
+R8_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(q4_tile), SUFFIX(q4_pair), SUFFIX(q4_one), j->cols / 32)
+R8_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(q8_tile), SUFFIX(q8_pair), SUFFIX(q8_one), j->cols / 32)
+R8_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(q4k_tile), NULL, NULL, j->cols / 256)
+R8_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(q6k_tile), NULL, NULL, j->cols / 256)
 #undef Q4_PFS
 #undef Q8_PFS
 

@@ -287,8 +287,9 @@ R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
  * L2 (bench_kernels --overlap, 1 thread): Q4_0 37 -> 47-50 GB/s, Q8_0 54 -> 69-72; from DRAM the
  * stream is the limit, and generation gains 1-4% (docs/speed.md, "Lean single-token pairs"). */
 
-/* One token over two groups of nb blocks of QB quant bytes (ga's rows at ra, gb's at rb). */
-#define LEAN_PAIR(name, step, QB, NL, PD)                                                                         \
+/* One token over G (1 or 2) groups of nb blocks of QB quant bytes in lockstep (ga's rows at ra, gb's
+ * at rb; gb unused when G == 1). */
+#define LEAN_WALK(name, step, QB, NL, PD, G)                                                                      \
     static void name(const uint8_t *ga, const uint8_t *gb, int64_t nb, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
                      int64_t r0, int64_t r1) {                                                                  \
         _Static_assert(NL * 64 >= QB + 33, "pf_lines must cover a block's step");                              \
@@ -301,31 +302,35 @@ R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
         const uint8_t *pa = ga, *pb = gb; /* the prefetch cursors: a block's share of the stream each step */  \
         for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                     \
             const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, QB);                        \
-            const uint8_t *sa = ga + off, *sb = gb + off; /* the run's scales: [len][16] f16 */                \
-            const uint8_t *ca = sa + q35_r16_run_scale_bytes(len), *cb = sb + q35_r16_run_scale_bytes(len);    \
+            const uint8_t *sa = ga + off, *sb = G == 2 ? gb + off : NULL; /* the run's scales: [len][16] f16 */ \
+            const uint8_t *ca = sa + q35_r16_run_scale_bytes(len), *cb = G == 2 ? sb + q35_r16_run_scale_bytes(len) : NULL; \
             for (int64_t i = 0; i < len; i++) {                                                                \
                 pf_lines(pd, pa, NL);                                                                          \
-                pf_lines(pd, pb, NL);                                                                          \
-                pa += pfs, pb += pfs;                                                                          \
+                pa += pfs;                                                                                     \
+                if (G == 2) pf_lines(pd, pb, NL), pb += pfs;                                                   \
                 acca = step(sa + 32 * i, ca + QB * i, aq, *as, *ad, acca);                                     \
-                accb = step(sb + 32 * i, cb + QB * i, aq, *as, *ad, accb);                                     \
+                if (G == 2) accb = step(sb + 32 * i, cb + QB * i, aq, *as, *ad, accb);                         \
                 aq += 32, as++, ad++;                                                                          \
             }                                                                                                  \
         }                                                                                                      \
         store16(Y, acca, ra, r0, r1);                                                                          \
-        store16(Y, accb, rb, r0, r1);                                                                          \
+        if (G == 2) store16(Y, accb, rb, r0, r1);                                                              \
     }
-LEAN_PAIR(q4_pair, q4_step1, 256, 5, Q4_PD)
-LEAN_PAIR(q8_pair, q8_step1, 512, 9, Q8_PD)
+LEAN_WALK(q4_pair, q4_step1, 256, 5, Q4_PD, 2)
+LEAN_WALK(q8_pair, q8_step1, 512, 9, Q8_PD, 2)
+LEAN_WALK(q4_one, q4_step1, 256, 5, Q4_PD, 1)
+LEAN_WALK(q8_one, q8_step1, 512, 9, Q8_PD, 1)
+typedef void (*one_token_fn)(const uint8_t *, const uint8_t *, int64_t, const q35_act *, float *, int64_t, int64_t, int64_t, int64_t);
 
 /* Loop over 16-row groups and token tiles of up to 8. A single token with q35_pf_streams == 2
  * walks the first and the second half of the groups in lockstep (pair), so the memory sees two
  * weight streams (docs/speed.md, "Two weight streams, again"). */
-#define R16_DRIVER(name, tile, pair, UNITS)                                                                     \
+#define R16_DRIVER(name, tile, pair, one, UNITS)                                                                   \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
         const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
         const int64_t nu = UNITS(j->cols);                                                                     \
         int64_t g = r0 / 16;                                                                                   \
+        const one_token_fn onef = one;                                                                         \
         if (j->n == 1 && q35_pf_streams == 2) {                                                                \
             const int64_t ng = (r1 + 15) / 16 - g, h = (ng + 1) / 2;                                           \
             for (int64_t k = 0; k < ng / 2; k++)                                                               \
@@ -333,7 +338,12 @@ LEAN_PAIR(q8_pair, q8_step1, 512, 9, Q8_PD)
                      16 * (g + h + k), r0, r1);                                                                \
             if (!(ng & 1)) return;                                                                             \
             g += h - 1; /* the first half's last group, unpaired */                                            \
-            tile(j->w + (size_t)g * gb, nu, &j->a, 0, 1, j->Y, j->rows, 16 * g, r0, r1);                        \
+            if (onef) onef(j->w + (size_t)g * gb, NULL, nu, &j->a, j->Y, 16 * g, 0, r0, r1);                   \
+            else tile(j->w + (size_t)g * gb, nu, &j->a, 0, 1, j->Y, j->rows, 16 * g, r0, r1);                   \
+            return;                                                                                            \
+        }                                                                                                      \
+        if (j->n == 1 && onef) {                                                                               \
+            for (; g * 16 < r1; g++) onef(j->w + (size_t)g * gb, NULL, nu, &j->a, j->Y, 16 * g, 0, r0, r1);    \
             return;                                                                                            \
         }                                                                                                      \
         for (; g * 16 < r1; g++) {                                                                             \
@@ -352,10 +362,10 @@ LEAN_PAIR(q8_pair, q8_step1, 512, 9, Q8_PD)
             }                                                                                                  \
         }                                                                                                      \
     }
-R16_DRIVER(mm_q4_r16, q4_tile, q4_pair, Q4_UNITS)
-R16_DRIVER(mm_q8_r16, q8_tile, q8_pair, Q8_UNITS)
-R16_DRIVER(mm_q4k_r16, q4k_tile, q4k_pair, Q4K_UNITS)
-R16_DRIVER(mm_q6k_r16, q6k_tile, q6k_pair, Q6K_UNITS)
+R16_DRIVER(mm_q4_r16, q4_tile, q4_pair, q4_one, Q4_UNITS)
+R16_DRIVER(mm_q8_r16, q8_tile, q8_pair, q8_one, Q8_UNITS)
+R16_DRIVER(mm_q4k_r16, q4k_tile, q4k_pair, NULL, Q4K_UNITS)
+R16_DRIVER(mm_q6k_r16, q6k_tile, q6k_pair, NULL, Q6K_UNITS)
 
 /* ---- float formats, row-major: 4 rows x up to 4 tokens per tile ---- */
 
