@@ -407,7 +407,7 @@ INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const 
     for (; k + 8 <= cols; k += 8) {
         __m256 x[2], w[4];
         if (T == 1) /* the tile's R rows lie end to end: one stream of R * cols * esz bytes */
-            q35_pf(pd, w0 + (size_t)k * R * esz, (int64_t)(8 * R * esz));
+            SUFFIX(pf_lines)(pd, w0 + (size_t)k * R * esz, (int)((8 * R * esz + 63) / 64));
         UNROLL
         for (int t = 0; t < T; t++) x[t] = _mm256_loadu_ps(x0 + (int64_t)t * cols + k);
         UNROLL

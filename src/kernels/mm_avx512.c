@@ -393,7 +393,7 @@ INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const 
     for (; k + 16 <= cols; k += 16) {
         __m512 x[4], w[4];
         if (T == 1) /* the tile's R rows lie end to end: one stream of R * cols * esz bytes */
-            q35_pf(pd, w0 + (size_t)k * R * esz, (int64_t)(16 * R * esz));
+            pf_lines(pd, w0 + (size_t)k * R * esz, (int)((16 * R * esz + 63) / 64));
         UNROLL
         for (int t = 0; t < T; t++) x[t] = _mm512_loadu_ps(x0 + (int64_t)t * cols + k);
         UNROLL
