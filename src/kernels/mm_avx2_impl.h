@@ -47,22 +47,6 @@ static int64_t SUFFIX(sbytes16)(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)
 INLINE __m256i maddubs_pair(__m256i acc16, __m256i u, __m256i s) { return _mm256_add_epi16(acc16, _mm256_maddubs_epi16(u, s)); }
 #endif
 
-/* q35_pf's two distances for the nl lines from p on, no branch per line: nl * 64 >= the stream's
- * bytes per step, so every line is requested, a few twice. */
-INLINE void SUFFIX(pf_lines)(q35_pf_dist d, const uint8_t *p, const int nl) {
-#ifndef Q35_PF_NONE
-    if (d.far) {
-        UNROLL
-        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.far + 64 * l, 0, 2);
-    }
-    if (d.near) {
-        UNROLL
-        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.near + 64 * l, 0, 3);
-    }
-#else
-    (void)d, (void)p, (void)nl;
-#endif
-}
 
 /* ---- Q4_0 / Q4R ---- */
 /* One block's half (8 rows: scales sc, f16 d[8]; chunks cq) times T tokens: activation bytes
@@ -174,7 +158,7 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
             const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 64 + 16 * s + 8 * hf)));
             const __m256i mm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 192 + 16 * s + 8 * hf)));
             const uint8_t *cq = p + 320 + 256 * s + 32 * hf;
-            if (T == 1 && !hf) SUFFIX(pf_lines)(pd, grp + (8 * sb + s) * pfs, 5); /* 320 >= pfs = 296 */
+            if (T == 1 && !hf) q35_pf_lines(pd, grp + (8 * sb + s) * pfs, 5); /* 320 >= pfs = 296 */
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
             const int8_t *aq = a->q + base * 32;
             __m256i dot[4];
@@ -227,7 +211,7 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
             const __m256i sc0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s) + 8 * hf)));
             const __m256i sc1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s + 1) + 8 * hf)));
             const uint8_t *L = p + 288 + 384 * s + 32 * hf, *H = p + 288 + 384 * s + 256 + 32 * hf;
-            if (T == 1 && !hf) SUFFIX(pf_lines)(pd, grp + (8 * sb + s) * pfs, 7); /* 448 >= pfs = 420 */
+            if (T == 1 && !hf) q35_pf_lines(pd, grp + (8 * sb + s) * pfs, 7); /* 448 >= pfs = 420 */
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
             const int8_t *aq = a->q + base * 32;
             __m256i s0[4], s1[4];
@@ -291,7 +275,7 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
 #define R8_WALK(name, core, QB, NL, DT, G)                                                                     \
     static void name(const uint8_t *ga, const uint8_t *gb, int64_t nb, int hf, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
                      int64_t r0, int64_t r1) {                                                                  \
-        _Static_assert(NL * 64 >= QB + 33, "pf_lines must cover a block's step");                              \
+        _Static_assert(NL * 64 >= QB + 33, "q35_pf_lines must cover a step");                                  \
         __m256 acca[1] = {_mm256_setzero_ps()}, accb[1] = {_mm256_setzero_ps()};                               \
         const int64_t pfs = q35_pf_step(SUFFIX(sbytes16)(nb) + QB * nb, nb);                                   \
         const q35_pf_dist pd = q35_pf_for(DT);                                                                 \
@@ -306,9 +290,9 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
             const uint8_t *sb = G == 2 ? gb + off + 16 * hf : NULL, *cb = G == 2 ? gb + off + sbytes + 32 * hf : NULL; \
             for (int64_t i = 0; i < len; i++) {                                                                \
                 if (!hf) {                                                                                     \
-                    SUFFIX(pf_lines)(pd, pa, NL);                                                              \
+                    q35_pf_lines(pd, pa, NL);                                                              \
                     pa += pfs;                                                                                 \
-                    if (G == 2) SUFFIX(pf_lines)(pd, pb, NL), pb += pfs;                                       \
+                    if (G == 2) q35_pf_lines(pd, pb, NL), pb += pfs;                                       \
                 }                                                                                              \
                 core(sa + 32 * i, ca + QB * i, aq, as, ad, 1, acca);                                           \
                 if (G == 2) core(sb + 32 * i, cb + QB * i, aq, as, ad, 1, accb);                               \
@@ -321,7 +305,8 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
 /* Loop over 8-row halves of groups and token tiles of up to 4. One token with q35_pf_streams == 2
  * and a pair function (Q4_0/Q4R, Q8_0: the K formats gained 1-2% from it here, compute-bound, and
  * keep their super-block loops): the first and the second half of the groups in pairs, both halves
- * of each (the second from cache). */
+ * of each (the second from cache); with one stream and a one-group walk (one), the halves in turn
+ * through it. */
 typedef void (*SUFFIX(pair_fn))(const uint8_t *, const uint8_t *, int64_t, int, const q35_act *, float *, int64_t, int64_t, int64_t, int64_t);
 #define R8_DRIVER(name, tile, pair, one, NU)                                                                       \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
@@ -407,7 +392,7 @@ INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const 
     for (; k + 8 <= cols; k += 8) {
         __m256 x[2], w[4];
         if (T == 1) /* the tile's R rows lie end to end: one stream of R * cols * esz bytes */
-            SUFFIX(pf_lines)(pd, w0 + (size_t)k * R * esz, (int)((8 * R * esz + 63) / 64));
+            q35_pf_lines(pd, w0 + (size_t)k * R * esz, (int)((8 * R * esz + 63) / 64));
         UNROLL
         for (int t = 0; t < T; t++) x[t] = _mm256_loadu_ps(x0 + (int64_t)t * cols + k);
         UNROLL

@@ -39,22 +39,6 @@ INLINE void block_scale(__m512 *acc, __m512 dw, const q35_act *a, size_t base, c
     }
 }
 
-/* q35_pf's two distances for the nl lines from p on: nl * 64 >= the stream bytes per block (the
- * pairs' step), so every line of the stream is requested, a few twice. */
-INLINE void pf_lines(q35_pf_dist d, const uint8_t *p, const int nl) {
-#ifndef Q35_PF_NONE
-    if (d.far) {
-        UNROLL
-        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.far + 64 * l, 0, 2);
-    }
-    if (d.near) {
-        UNROLL
-        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.near + 64 * l, 0, 3);
-    }
-#else
-    (void)d, (void)p, (void)nl;
-#endif
-}
 
 /* ---- Q4_0 / Q4R, R16 ---- */
 
@@ -164,7 +148,7 @@ INLINE void q4k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
     const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s)));
     const __m512i mm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s)));
     const uint8_t *cq = p + 320 + 256 * s;
-    if (T == 1) pf_lines(pd, grp + u * pfs, 5); /* 320 >= pfs = 296 */
+    if (T == 1) q35_pf_lines(pd, grp + u * pfs, 5); /* 320 >= pfs = 296 */
     __m512i lo[4], hi[4];
     UNROLL
     for (int c = 0; c < 4; c++) {
@@ -209,7 +193,7 @@ INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
     const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s))));
     const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1))));
     const uint8_t *L = p + 288 + 384 * s, *H = L + 256;
-    if (T == 1) pf_lines(pd, grp + u * pfs, 7); /* 448 >= pfs = 420 */
+    if (T == 1) q35_pf_lines(pd, grp + u * pfs, 7); /* 448 >= pfs = 420 */
     __m512i w[8];
     const __m512i h0 = _mm512_loadu_si512((const void *)H), h1 = _mm512_loadu_si512((const void *)(H + 64));
     UNROLL
@@ -281,18 +265,19 @@ R16_TILE(q6k_tile, q6k_unit, Q6K_PFS, Q6K_PD)
 R16_PAIR(q4k_pair, q4k_unit, Q4K_PFS, Q4K_PD)
 R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
 
-/* The Q4_0 / Q4R and Q8_0 pairs walk each run of 32 blocks by pointer (kernels/quant.h) instead of
- * locating every block from its index as their units do, and prefetch a fixed count of lines per
- * block, with no branch: a third fewer instructions per block. Same steps, same bits. Matrices in
- * L2 (bench_kernels --overlap, 1 thread): Q4_0 37 -> 47-50 GB/s, Q8_0 54 -> 69-72; from DRAM the
- * stream is the limit, and generation gains 1-4% (docs/speed.md, "Lean single-token pairs"). */
+/* One token of Q4_0 / Q4R and Q8_0 walks each run of 32 blocks by pointer (kernels/quant.h) instead
+ * of locating every block from its index as the units do, and prefetches a fixed count of lines per
+ * block: a third fewer instructions per block. Same steps, same bits. Matrices in L2
+ * (bench_kernels --overlap, 1 thread, two streams): Q4_0 35 -> 48-51 GB/s, Q8_0 57-61 -> 74; from
+ * DRAM the stream is the limit, and generation gained 0-10% (docs/speed.md, "Lean single-token
+ * pairs"). */
 
 /* One token over G (1 or 2) groups of nb blocks of QB quant bytes in lockstep (ga's rows at ra, gb's
  * at rb; gb unused when G == 1). */
 #define LEAN_WALK(name, step, QB, NL, PD, G)                                                                      \
     static void name(const uint8_t *ga, const uint8_t *gb, int64_t nb, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
                      int64_t r0, int64_t r1) {                                                                  \
-        _Static_assert(NL * 64 >= QB + 33, "pf_lines must cover a block's step");                              \
+        _Static_assert(NL * 64 >= QB + 33, "q35_pf_lines must cover a step");                                  \
         __m512 acca = _mm512_setzero_ps(), accb = _mm512_setzero_ps();                                         \
         const int64_t pfs = q35_pf_step(scale_bytes16(nb) + QB * nb, nb); /* QB + 32, or QB + 33 */            \
         const q35_pf_dist pd = PD;                                                                             \
@@ -305,9 +290,9 @@ R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
             const uint8_t *sa = ga + off, *sb = G == 2 ? gb + off : NULL; /* the run's scales: [len][16] f16 */ \
             const uint8_t *ca = sa + q35_r16_run_scale_bytes(len), *cb = G == 2 ? sb + q35_r16_run_scale_bytes(len) : NULL; \
             for (int64_t i = 0; i < len; i++) {                                                                \
-                pf_lines(pd, pa, NL);                                                                          \
+                q35_pf_lines(pd, pa, NL);                                                                          \
                 pa += pfs;                                                                                     \
-                if (G == 2) pf_lines(pd, pb, NL), pb += pfs;                                                   \
+                if (G == 2) q35_pf_lines(pd, pb, NL), pb += pfs;                                                   \
                 acca = step(sa + 32 * i, ca + QB * i, aq, *as, *ad, acca);                                     \
                 if (G == 2) accb = step(sb + 32 * i, cb + QB * i, aq, *as, *ad, accb);                         \
                 aq += 32, as++, ad++;                                                                          \
@@ -324,7 +309,8 @@ typedef void (*one_token_fn)(const uint8_t *, const uint8_t *, int64_t, const q3
 
 /* Loop over 16-row groups and token tiles of up to 8. A single token with q35_pf_streams == 2
  * walks the first and the second half of the groups in lockstep (pair), so the memory sees two
- * weight streams (docs/speed.md, "Two weight streams, again"). */
+ * weight streams (docs/speed.md, "Two weight streams, again"); with one stream, a format with a
+ * one-group walk (one, else NULL) takes the groups in turn through it. */
 #define R16_DRIVER(name, tile, pair, one, UNITS)                                                                   \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
         const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
@@ -393,7 +379,7 @@ INLINE void fp_tile(const q35_mm_job *jb, int64_t r, const int R, int t0, const 
     for (; k + 16 <= cols; k += 16) {
         __m512 x[4], w[4];
         if (T == 1) /* the tile's R rows lie end to end: one stream of R * cols * esz bytes */
-            pf_lines(pd, w0 + (size_t)k * R * esz, (int)((16 * R * esz + 63) / 64));
+            q35_pf_lines(pd, w0 + (size_t)k * R * esz, (int)((16 * R * esz + 63) / 64));
         UNROLL
         for (int t = 0; t < T; t++) x[t] = _mm512_loadu_ps(x0 + (int64_t)t * cols + k);
         UNROLL

@@ -8,7 +8,8 @@
  * into L2 `far` bytes ahead (T1) and into L1 `near` bytes ahead (T0). A kernel that reads `bytes`
  * of weights in `units` steps (blocks, sub-blocks) takes d = q35_pf_for(its dtype) and step =
  * q35_pf_step(bytes, units), and at step i calls q35_pf(d, base + i * step, step), which requests
- * the lines that start in [p, p + step) at both distances: every line of the stream once each. A
+ * the lines that start in [p, p + step) at both distances: every line of the stream once each (or
+ * q35_pf_lines with a constant line count, no loop, the x86 single-token kernels). A
  * prefetch never faults, so running past the end of the weights is harmless. Kernels prefetch only
  * in single-token tiles (prompt tiles are compute-bound; the hardware keeps up with them).
  * Measured on the Intel VM (docs/speed.md; 0.8B Q4 generation, 3 interleaved runs of 3
@@ -16,6 +17,7 @@
  * + T1 at 4 KiB 31-32 / 60-62; T0 at 4 KiB alone, NTA, and a T2 at 8 KiB were slower. AMD's Zen 4
  * wants other distances, per format (dispatch.c), and two Zen 4 hosts wanted different ones: the
  * table is where a run starts, and pftune.h searches from there. */
+#include "kernels/unroll.h"
 #include "model/tensor.h"
 
 /* Distances in bytes ahead of the read: T0 (into L1) `near`, T1 (into L2) `far`; 0: no prefetch at
@@ -55,6 +57,24 @@ static inline __attribute__((always_inline)) void q35_pf(q35_pf_dist d, const ui
     if (d.near) q35_pf_at(p, step, d.near, 3);
 #else
     (void)d, (void)p, (void)step;
+#endif
+}
+/* As q35_pf with a constant count instead of a loop over the lines that start in the step: the nl
+ * lines from p on at both distances, no branch per line (the x86 single-token kernels, docs/speed.md
+ * "Lean single-token pairs"). With nl * 64 >= step, consecutive calls leave no line out; a few lines
+ * are requested twice. */
+static inline __attribute__((always_inline)) void q35_pf_lines(q35_pf_dist d, const uint8_t *p, const int nl) {
+#ifndef Q35_PF_NONE
+    if (d.far) {
+        UNROLL
+        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.far + 64 * l, 0, 2);
+    }
+    if (d.near) {
+        UNROLL
+        for (int l = 0; l < nl; l++) __builtin_prefetch(p + d.near + 64 * l, 0, 3);
+    }
+#else
+    (void)d, (void)p, (void)nl;
 #endif
 }
 #endif
