@@ -48,6 +48,15 @@ INLINE __m256i maddubs_pair(__m256i acc16, __m256i u, __m256i s) { return _mm256
 #endif
 
 
+/* acc[j] += (dw * ad[j]) * float(s[j]) for tokens j < T of one block: the reference's float step. */
+INLINE void SUFFIX(block_scale8)(__m256 *acc, __m256 dw, const float *ad, const __m256i *s, const int T) {
+    UNROLL
+    for (int j = 0; j < T; j++) {
+        const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(ad[j]));
+        acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(s[j]), acc[j]);
+    }
+}
+
 /* ---- Q4_0 / Q4R ---- */
 /* One block's half (8 rows: scales sc, f16 d[8]; chunks cq) times T tokens: activation bytes
  * aq[T][32], their sums as[T] and scales ad[T]; added into acc[T]. */
@@ -87,11 +96,7 @@ INLINE void SUFFIX(q4_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *
     UNROLL
     for (int j = 0; j < T; j++) s[j] = _mm256_add_epi32(_mm256_madd_epi16(p[j], ones), _mm256_set1_epi32(as[j]));
 #endif
-    UNROLL
-    for (int j = 0; j < T; j++) {
-        const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(ad[j]));
-        acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(s[j]), acc[j]);
-    }
+    SUFFIX(block_scale8)(acc, dw, ad, s, T);
 }
 /* Half hf of block b of a group times tokens t0..t0+T-1; with one token it also prefetches. */
 INLINE void SUFFIX(q4_unit)(const uint8_t *grp, int64_t nb, int64_t b, int hf, const q35_act *a, int t0, const int T, __m256 *acc,
@@ -127,11 +132,7 @@ INLINE void SUFFIX(q8_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *
         }
 #endif
     }
-    UNROLL
-    for (int j = 0; j < T; j++) {
-        const __m256 f = _mm256_mul_ps(dw, _mm256_set1_ps(ad[j]));
-        acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(s[j]), acc[j]);
-    }
+    SUFFIX(block_scale8)(acc, dw, ad, s, T);
 }
 INLINE void SUFFIX(q8_unit)(const uint8_t *grp, int64_t nb, int64_t b, int hf, const q35_act *a, int t0, const int T, __m256 *acc,
                              int64_t pfs, q35_pf_dist pd) {
