@@ -5,6 +5,8 @@
 
 #include "core/file.h"
 #include "formats/safetensors.h"
+#include "kernels/kernels.h"
+#include "kernels/mm.h"
 #include "test.h"
 
 static char bin[1024];
@@ -206,9 +208,27 @@ static void test_bench_json(void) {
         CHECK(info.kv_bytes_per_pos > 0 && kv == info.kv_bytes_per_pos * (8 + 2.5), "kv bytes per token %g, per position %zu", kv,
               info.kv_bytes_per_pos);
         CHECK(bpt == (double)info.bytes_per_token && st == (double)info.state_bytes, "bytes per token %g, state %g", bpt, st);
+        const char *kern = cJSON_GetStringValue(cJSON_GetObjectItem(j, "kernels"));
+        CHECK(kern && !strcmp(kern, q35_isa_describe()), "kernels \"%s\", this process uses \"%s\"", kern ? kern : "(none)", q35_isa_describe());
         cJSON_Delete(j);
     }
     free(out);
+#if defined(__x86_64__)
+    /* Q35_AVXVNNI=0 leaves AVX-VNNI out of the AVX2 level (to run as the AVX2 CPUs without it) */
+    if (q35_isa_best() >= Q35_ISA_AVX2)
+        for (int off = 0; off < 2; off++) {
+            snprintf(cmd, sizeof cmd, "Q35_ISA=avx2 Q35_AVXVNNI=%d %s bench -m %s -p 4 -n 2 --reps 1 -t 1 --json", !off, bin, dir);
+            rc = run(cmd, out_p, err_p);
+            CHECK(rc == 0, "exit %d: %s", rc, slurp(err_p));
+            out = slurp(out_p);
+            j = cJSON_Parse(out);
+            const char *kern = j ? cJSON_GetStringValue(cJSON_GetObjectItem(j, "kernels")) : NULL;
+            const char *want = !off && q35_cpu_has_avxvnni() ? "avx2 (avx-vnni)" : "avx2";
+            CHECK(kern && !strcmp(kern, want), "Q35_AVXVNNI=%d: kernels \"%s\", expected \"%s\"", !off, kern ? kern : "(none)", want);
+            cJSON_Delete(j);
+            free(out);
+        }
+#endif
 }
 
 /* --kv-cache f16: the talker's greedy answer is the fp32 one; bench counts half the cache bytes;

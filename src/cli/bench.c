@@ -399,17 +399,18 @@ int cmd_bench(int argc, char **argv) {
                    " \"gen_tps\": {\"median\": %.2f, \"min\": %.2f, \"max\": %.2f}, \"weight_bytes\": %zu, \"bytes_per_token\": %zu,"
                    " \"state_bytes\": %zu, \"kv_cache\": \"%s\", \"kv_bytes_per_token\": %.0f, \"peak_rss_mb\": %.1f, \"read_bandwidth_gbs\": %.2f, \"gen_limit_tps\": %.2f,"
                    " \"gen_fraction_of_limit\": %.3f, \"gen_limit_with_state_tps\": %.2f, \"gen_fraction_of_limit_with_state\": %.3f,"
-                   " \"load_s\": %.2f, \"prefetch\": \"%s\"}\n",
+                   " \"load_s\": %.2f, \"prefetch\": \"%s\", \"kernels\": \"%s\"}\n",
                    synthetic ? synthetic : dir, info.weight_format, info.head_format, load ? "memory" : "mmap", q35_get_threads(), n_prompt,
                    n_gen, reps, p.median, p.lo, p.hi, g.median, g.lo, g.hi, info.weight_bytes, info.bytes_per_token, info.state_bytes,
                    kv_name, kv_mb * 1e6, rss_mb, bw,
-                   limit, limit > 0 ? g.median / limit : 0, limit_all, limit_all > 0 ? g.median / limit_all : 0, load_s, pf);
+                   limit, limit > 0 ? g.median / limit : 0, limit_all, limit_all > 0 ? g.median / limit_all : 0, load_s, pf, q35_isa_describe());
         } else {
             printf("model          %s (%d layers, hidden %d, vocab %d)\n", synthetic ? synthetic : dir, info.n_layers, info.hidden,
                    info.n_vocab);
             printf("weights        %s layers, %s head, %s; %.0f MB in all, %.0f MB read per generated token\n", info.weight_format,
                    info.head_format, load ? "in memory" : "mmap'd", info.weight_bytes / 1e6, per_tok_mb);
             printf("threads        %d\n", q35_get_threads());
+            printf("kernels        %s\n", q35_isa_describe());
             if (n_gen > 0)
                 printf("greedy head    %s\n", exhaustive                   ? "exhaustive (full logits)"
                                                : rescored < n_steps * 0.5 * info.n_vocab ? "bounded 4-bit scan + exact rescoring"

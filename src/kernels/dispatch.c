@@ -66,6 +66,10 @@ static void detect(void) {
     if (!(avx2 && fma && f16c)) return;
     g.best = Q35_ISA_AVX2;
     g.avxvnni = (a71 >> 4) & 1;
+    /* Q35_AVXVNNI=0: the AVX2 level without AVX-VNNI even where the CPU has it, to run as the
+     * AVX2 CPUs without it do (Zen 2/3, Intel before Alder Lake; docs/speed.md "AVX2 only") */
+    const char *ev = getenv("Q35_AVXVNNI");
+    if (ev && !strcmp(ev, "0")) g.use_avxvnni = 0;
     const int f = (b7 >> 16) & 1, dq = (b7 >> 17) & 1, bw = (b7 >> 30) & 1, vl = (b7 >> 31) & 1, vnni = (c7 >> 11) & 1;
     if (f && dq && bw && vl && vnni && (xcr0 & 0xe0) == 0xe0) { /* opmask, ZMM_Hi256, Hi16_ZMM */
         g.best = Q35_ISA_AVX512;
