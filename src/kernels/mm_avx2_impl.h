@@ -98,14 +98,6 @@ INLINE void SUFFIX(q4_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *
 #endif
     SUFFIX(block_scale8)(acc, dw, ad, s, T);
 }
-/* Half hf of block b of a group times tokens t0..t0+T-1; with one token it also prefetches. */
-INLINE void SUFFIX(q4_unit)(const uint8_t *grp, int64_t nb, int64_t b, int hf, const q35_act *a, int t0, const int T, __m256 *acc,
-                             int64_t pfs, q35_pf_dist pd) {
-    if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs); /* the second half reads the group from cache */
-    const size_t base = (size_t)b * a->n + t0;
-    SUFFIX(q4_core)(q35_r16_scales(grp, b, 256) + 16 * hf, q35_r16_chunks(grp, nb, b, 256) + 32 * hf, a->q + base * 32, a->s + base,
-                    a->d + base, T, acc);
-}
 
 /* ---- Q8_0 ---- */
 INLINE void SUFFIX(q8_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t *as, const float *ad, const int T,
@@ -133,13 +125,6 @@ INLINE void SUFFIX(q8_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *
 #endif
     }
     SUFFIX(block_scale8)(acc, dw, ad, s, T);
-}
-INLINE void SUFFIX(q8_unit)(const uint8_t *grp, int64_t nb, int64_t b, int hf, const q35_act *a, int t0, const int T, __m256 *acc,
-                             int64_t pfs, q35_pf_dist pd) {
-    if (T == 1 && !hf) q35_pf(pd, grp + b * pfs, pfs);
-    const size_t base = (size_t)b * a->n + t0;
-    SUFFIX(q8_core)(q35_r16_scales(grp, b, 512) + 16 * hf, q35_r16_chunks(grp, nb, b, 512) + 32 * hf, a->q + base * 32, a->s + base,
-                    a->d + base, T, acc);
 }
 
 /* ---- Q4_K ---- */
@@ -254,18 +239,34 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
     for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
 }
 
-#define Q4_PFS(nu) q35_pf_step(SUFFIX(sbytes16)(nu) + 256 * (nu), (nu))
-#define Q8_PFS(nu) q35_pf_step(SUFFIX(sbytes16)(nu) + 512 * (nu), (nu))
-/* Half hf (rows 8 hf .. 8 hf + 7) of a group: T tokens from t0 over every block. */
-#define R8_TILE(name, unit, PFS, DT)                                                                            \
-    INLINE void name(const uint8_t *grp, int64_t nu, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows, \
+/* Half hf (rows 8 hf .. 8 hf + 7) of a group: T tokens from t0 over every block. Each run of 32
+ * blocks is walked by pointer (scales, chunks, and the tokens' activations a block apart), as the
+ * single-token walks below: locating every block from its index took ~20 scalar operations a
+ * block, which on Intel cores share ports 0, 1 and 5 with the vector work (docs/speed.md "AVX2
+ * only"). With one token it also prefetches (the first half; the second reads the group from cache). */
+#define R8_TILE(name, core, QB, NL, DT)                                                                        \
+    INLINE void name(const uint8_t *grp, int64_t nb, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows, \
                      int64_t rbase, int64_t r0, int64_t r1) {                                                   \
+        _Static_assert(NL * 64 >= QB + 33, "q35_pf_lines must cover a step");                                  \
         __m256 acc[4];                                                                                         \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();                                              \
-        const int64_t pfs = PFS(nu);                                                                           \
+        const int64_t pfs = q35_pf_step(SUFFIX(sbytes16)(nb) + QB * nb, nb);                                   \
         const q35_pf_dist pd = q35_pf_for(DT);                                                                 \
-        for (int64_t u = 0; u < nu; u++) unit(grp, nu, u, hf, a, t0, T, acc, pfs, pd);                          \
+        const size_t an = (size_t)a->n;                                                                        \
+        const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */                                           \
+        const int32_t *as = a->s + t0;                                                                         \
+        const float *ad = a->d + t0;                                                                           \
+        const uint8_t *pf = grp;                                                                               \
+        for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                     \
+            const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, QB);                        \
+            const uint8_t *sp = grp + off + 16 * hf, *cp = grp + off + q35_r16_run_scale_bytes(len) + 32 * hf; \
+            for (int64_t i = 0; i < len; i++) {                                                                \
+                if (T == 1 && !hf) q35_pf_lines(pd, pf, NL), pf += pfs;                                        \
+                core(sp + 32 * i, cp + QB * i, aq, as, ad, T, acc);                                            \
+                aq += 32 * an, as += an, ad += an;                                                             \
+            }                                                                                                  \
+        }                                                                                                      \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);       \
     }
@@ -343,8 +344,8 @@ typedef void (*SUFFIX(pair_fn))(const uint8_t *, const uint8_t *, int64_t, int, 
             }                                                                                                  \
         }                                                                                                      \
     }
-R8_TILE(SUFFIX(q4_tile), SUFFIX(q4_unit), Q4_PFS, Q35_DT_Q4_0)
-R8_TILE(SUFFIX(q8_tile), SUFFIX(q8_unit), Q8_PFS, Q35_DT_Q8_0)
+R8_TILE(SUFFIX(q4_tile), SUFFIX(q4_core), 256, 5, Q35_DT_Q4_0)
+R8_TILE(SUFFIX(q8_tile), SUFFIX(q8_core), 512, 9, Q35_DT_Q8_0)
 R8_WALK(SUFFIX(q4_pair), SUFFIX(q4_core), 256, 5, Q35_DT_Q4_0, 2)
 R8_WALK(SUFFIX(q8_pair), SUFFIX(q8_core), 512, 9, Q35_DT_Q8_0, 2)
 R8_WALK(SUFFIX(q4_one), SUFFIX(q4_core), 256, 5, Q35_DT_Q4_0, 1)
@@ -353,8 +354,6 @@ R8_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(q4_tile), SUFFIX(q4_pair), SUFFIX(q4_one), j
 R8_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(q8_tile), SUFFIX(q8_pair), SUFFIX(q8_one), j->cols / 32)
 R8_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(q4k_tile), NULL, NULL, j->cols / 256)
 R8_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(q6k_tile), NULL, NULL, j->cols / 256)
-#undef Q4_PFS
-#undef Q8_PFS
 
 /* ---- float formats (row-major): 4 rows x up to 2 tokens ---- */
 #if !VNNI

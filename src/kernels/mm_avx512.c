@@ -30,11 +30,11 @@ INLINE __m512i dpbusd_bc(__m512i acc, __m512i w, const int8_t *p) {
 
 static int64_t scale_bytes16(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)63; }
 
-/* acc[j] += (dw * da) * float(s[j]) for tokens j < T of one block: the reference's float step. */
-INLINE void block_scale(__m512 *acc, __m512 dw, const q35_act *a, size_t base, const __m512i *s, const int T) {
+/* acc[j] += (dw * ad[j]) * float(s[j]) for tokens j < T of one block: the reference's float step. */
+INLINE void block_scale(__m512 *acc, __m512 dw, const float *ad, const __m512i *s, const int T) {
     UNROLL
     for (int j = 0; j < T; j++) {
-        const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(a->d[base + j]));
+        const __m512 f = _mm512_mul_ps(dw, _mm512_set1_ps(ad[j]));
         acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(s[j]), acc[j]);
     }
 }
@@ -66,20 +66,11 @@ INLINE __m512 q8_step1(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, i
     return _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(ad)), _mm512_cvtepi32_ps(s), acc);
 }
 
-/* Block b (Q4_0 / Q4R) times tokens t0..t0+T-1, added into acc[T]; with one token it also
- * prefetches the group's stream pfs bytes a block (q35_pf). */
-INLINE void q4_unit(const uint8_t *grp, int64_t nb, int64_t b, const q35_act *a, int t0, const int T, __m512 *acc, int64_t pfs,
-                    q35_pf_dist pd) {
+/* One Q4_0 / Q4R block (scales sc, chunks cq) times T > 1 tokens: their activation bytes aq[T][32],
+ * sums as[T] and scales ad[T], added into acc[T]. */
+INLINE void q4_blk(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t *as, const float *ad, const int T, __m512 *acc) {
     const __m512i m4 = _mm512_set1_epi8(15);
-    const uint8_t *cq = q35_r16_chunks(grp, nb, b, 256);
-    const size_t base = (size_t)b * a->n + t0;
-    const int8_t *aq = a->q + base * 32;
-    if (T == 1) {
-        q35_pf(pd, grp + b * pfs, pfs);
-        acc[0] = q4_step1(q35_r16_scales(grp, b, 256), cq, aq, a->s[base], a->d[base], acc[0]);
-        return;
-    }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, 256)));
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
     __m512i lo[4], hi[4];
     UNROLL
     for (int c = 0; c < 4; c++) {
@@ -89,7 +80,7 @@ INLINE void q4_unit(const uint8_t *grp, int64_t nb, int64_t b, const q35_act *a,
     }
     __m512i s[8];
     UNROLL
-    for (int j = 0; j < T; j++) s[j] = _mm512_set1_epi32(a->s[base + j]);
+    for (int j = 0; j < T; j++) s[j] = _mm512_set1_epi32(as[j]);
     UNROLL
     for (int c = 0; c < 4; c++) {
         UNROLL
@@ -97,41 +88,30 @@ INLINE void q4_unit(const uint8_t *grp, int64_t nb, int64_t b, const q35_act *a,
         UNROLL
         for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], hi[c], aq + 32 * j + 16 + 4 * c);
     }
-    block_scale(acc, dw, a, base, s, T);
+    block_scale(acc, dw, ad, s, T);
 }
-/* Units of a group (blocks), the prefetch step per unit, and the prefetch distances */
 #define Q4_UNITS(cols) ((cols) / 32)
-#define Q4_PFS(nb) q35_pf_step(scale_bytes16(nb) + 256 * (nb), (nb))
 #define Q4_PD q35_pf_for(Q35_DT_Q4_0)
 
 /* ---- Q8_0, R16 ---- */
 
-INLINE void q8_unit(const uint8_t *grp, int64_t nb, int64_t b, const q35_act *a, int t0, const int T, __m512 *acc, int64_t pfs,
-                    q35_pf_dist pd) {
-    const uint8_t *cq = q35_r16_chunks(grp, nb, b, 512);
-    const size_t base = (size_t)b * a->n + t0;
-    const int8_t *aq = a->q + base * 32;
-    if (T == 1) {
-        q35_pf(pd, grp + b * pfs, pfs);
-        acc[0] = q8_step1(q35_r16_scales(grp, b, 512), cq, aq, a->s[base], a->d[base], acc[0]);
-        return;
-    }
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, 512)));
+/* The same for a Q8_0 block. */
+INLINE void q8_blk(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t *as, const float *ad, const int T, __m512 *acc) {
+    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
     __m512i w[8];
     UNROLL
     for (int c = 0; c < 8; c++) w[c] = _mm512_loadu_si512((const void *)(cq + 64 * c));
     __m512i s[8];
     UNROLL
-    for (int j = 0; j < T; j++) s[j] = _mm512_set1_epi32(a->s[base + j]);
+    for (int j = 0; j < T; j++) s[j] = _mm512_set1_epi32(as[j]);
     UNROLL
     for (int c = 0; c < 8; c++) {
         UNROLL
         for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], w[c], aq + 32 * j + 4 * c);
     }
-    block_scale(acc, dw, a, base, s, T);
+    block_scale(acc, dw, ad, s, T);
 }
 #define Q8_UNITS(cols) ((cols) / 32)
-#define Q8_PFS(nb) q35_pf_step(scale_bytes16(nb) + 512 * (nb), (nb))
 #define Q8_PD q35_pf_for(Q35_DT_Q8_0)
 
 /* ---- Q4_K, R16 (per super-block: d[16] dmin[16] sc[8][16] m[8][16], 8 x 4 chunks) ---- */
@@ -258,15 +238,13 @@ INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
         store16(Y, acca[0], ra, r0, r1);                                                                       \
         store16(Y, accb[0], rb, r0, r1);                                                                       \
     }
-R16_TILE(q4_tile, q4_unit, Q4_PFS, Q4_PD)
-R16_TILE(q8_tile, q8_unit, Q8_PFS, Q8_PD)
 R16_TILE(q4k_tile, q4k_unit, Q4K_PFS, Q4K_PD)
 R16_TILE(q6k_tile, q6k_unit, Q6K_PFS, Q6K_PD)
 R16_PAIR(q4k_pair, q4k_unit, Q4K_PFS, Q4K_PD)
 R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
 
 /* One token of Q4_0 / Q4R and Q8_0 walks each run of 32 blocks by pointer (kernels/quant.h) instead
- * of locating every block from its index as the units do, and prefetches a fixed count of lines per
+ * of locating every block from its index (as the K formats' units still do), and prefetches a fixed count of lines per
  * block: a third fewer instructions per block. Same steps, same bits. Matrices in L2
  * (bench_kernels --overlap, 1 thread, two streams): Q4_0 35 -> 48-51 GB/s, Q8_0 57-61 -> 74; from
  * DRAM the stream is the limit, and generation gained 0-10% (docs/speed.md, "Lean single-token
@@ -305,6 +283,35 @@ LEAN_WALK(q4_pair, q4_step1, 256, 5, Q4_PD, 2)
 LEAN_WALK(q8_pair, q8_step1, 512, 9, Q8_PD, 2)
 LEAN_WALK(q4_one, q4_step1, 256, 5, Q4_PD, 1)
 LEAN_WALK(q8_one, q8_step1, 512, 9, Q8_PD, 1)
+/* A group's tile of Q4_0 / Q4R or Q8_0: T tokens from t0, each run of 32 blocks walked by pointer
+ * (scales, chunks, and the tokens' activations a block apart) as the walks above; locating every
+ * block from its index took ~20 scalar operations a block, which on Intel cores share ports with the
+ * vector work (docs/speed.md "AVX2 only"). One token (the tail of a prompt's tokens) takes the
+ * single-token step, without prefetch. */
+#define LEAN_TILE(name, blk, step, QB)                                                                         \
+    INLINE void name(const uint8_t *grp, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, \
+                     int64_t rbase, int64_t r0, int64_t r1) {                                                   \
+        __m512 acc[8];                                                                                         \
+        UNROLL                                                                                                 \
+        for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();                                              \
+        const size_t an = (size_t)a->n;                                                                        \
+        const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */                                           \
+        const int32_t *as = a->s + t0;                                                                         \
+        const float *ad = a->d + t0;                                                                           \
+        for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                     \
+            const int64_t len = q35_r16_run_len(nb, b0);                                                       \
+            const uint8_t *sp = grp + q35_r16_run_at(b0, QB), *cp = sp + q35_r16_run_scale_bytes(len);         \
+            for (int64_t i = 0; i < len; i++) {                                                                \
+                if (T == 1) acc[0] = step(sp + 32 * i, cp + QB * i, aq, *as, *ad, acc[0]);                     \
+                else blk(sp + 32 * i, cp + QB * i, aq, as, ad, T, acc);                                        \
+                aq += 32 * an, as += an, ad += an;                                                             \
+            }                                                                                                  \
+        }                                                                                                      \
+        UNROLL                                                                                                 \
+        for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);              \
+    }
+LEAN_TILE(q4_tile, q4_blk, q4_step1, 256)
+LEAN_TILE(q8_tile, q8_blk, q8_step1, 512)
 typedef void (*one_token_fn)(const uint8_t *, const uint8_t *, int64_t, const q35_act *, float *, int64_t, int64_t, int64_t, int64_t);
 
 /* Loop over 16-row groups and token tiles of up to 8. A single token with q35_pf_streams == 2
