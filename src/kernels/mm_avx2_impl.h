@@ -165,14 +165,16 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
 #endif
                 }
             }
+            /* without vpmulld, as mm_avx512.c's q4k_unit: an exact float product and vpmaddwd */
+            const __m256 scf = _mm256_cvtepi32_ps(sc);
             UNROLL
             for (int j = 0; j < T; j++) {
 #if !VNNI
                 dot[j] = _mm256_madd_epi16(dot[j], _mm256_set1_epi16(1));
 #endif
                 const __m256 da = _mm256_set1_ps(a->d[base + j]);
-                const __m256i msum = _mm256_mullo_epi32(mm, _mm256_set1_epi32(a->s[base + j]));
-                acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_cvtepi32_ps(_mm256_mullo_epi32(dot[j], sc)), acc[j]);
+                const __m256i msum = _mm256_madd_epi16(mm, _mm256_set1_epi32(a->s[base + j]));
+                acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_mul_ps(_mm256_cvtepi32_ps(dot[j]), scf), acc[j]);
                 acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(msum), acc[j]);
             }
         }
