@@ -196,8 +196,8 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
         const uint8_t *p = grp + 3360 * sb;
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * hf)));
         for (int s = 0; s < 8; s++) {
-            const __m256i sc0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s) + 8 * hf)));
-            const __m256i sc1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s + 1) + 8 * hf)));
+            const __m256 sc0f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s) + 8 * hf))));
+            const __m256 sc1f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s + 1) + 8 * hf))));
             const uint8_t *L = p + 288 + 384 * s + 32 * hf, *H = p + 288 + 384 * s + 256 + 32 * hf;
             if (T == 1 && !hf) q35_pf_lines(pd, grp + (8 * sb + s) * pfs, 7); /* 448 >= pfs = 420 */
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
@@ -231,9 +231,10 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
             }
             UNROLL
             for (int j = 0; j < T; j++) {
-                const __m256i isum = _mm256_add_epi32(_mm256_mullo_epi32(s0[j], sc0), _mm256_mullo_epi32(s1[j], sc1));
+                /* without vpmulld, as mm_avx512.c's q6k_unit: exact float products and sum */
+                const __m256 isum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0[j]), sc0f, _mm256_mul_ps(_mm256_cvtepi32_ps(s1[j]), sc1f));
                 const __m256 f = _mm256_mul_ps(d, _mm256_set1_ps(a->d[base + j]));
-                acc[j] = _mm256_fmadd_ps(f, _mm256_cvtepi32_ps(isum), acc[j]);
+                acc[j] = _mm256_fmadd_ps(f, isum, acc[j]);
             }
         }
     }

@@ -174,8 +174,8 @@ INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
     const int64_t sb = u / 8, s = u % 8;
     const uint8_t *p = grp + 3360 * sb;
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-    const __m512i sc0 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s))));
-    const __m512i sc1 = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1))));
+    const __m512 sc0f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s)))));
+    const __m512 sc1f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1)))));
     const uint8_t *L = p + 288 + 384 * s, *H = L + 256;
     if (T == 1) q35_pf_lines(pd, grp + u * pfs, 7); /* 448 >= pfs = 420 */
     __m512i w[8];
@@ -206,9 +206,11 @@ INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
             s0 = dpbusd_bc(s0, w[c], aq + 32 * j + 4 * c);
             s1 = dpbusd_bc(s1, w[c + 4], aq + 32 * j + 16 + 4 * c);
         }
-        const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(s0, sc0), _mm512_mullo_epi32(s1, sc1));
+        /* (float)(sc0 x s0 + sc1 x s1) without vpmulld: both products and their sum are integers
+         * below 2^24 (ref.c), so the float product and the fused add of exact values are exact */
+        const __m512 isum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), sc0f, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), sc1f));
         const __m512 f = _mm512_mul_ps(d, _mm512_set1_ps(a->d[base + j]));
-        acc[j] = _mm512_fmadd_ps(f, _mm512_cvtepi32_ps(isum), acc[j]);
+        acc[j] = _mm512_fmadd_ps(f, isum, acc[j]);
     }
 }
 #define Q6K_UNITS(cols) ((cols) / 32)
