@@ -372,7 +372,7 @@ static void matmul_long_rows(void) {
     q35_isa isas[Q35_ISA_COUNT + 2];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
-    const q35_dtype dts[] = {Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4R};
+    const q35_dtype dts[] = {Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4R, Q35_DT_Q4_K, Q35_DT_Q6_K};
     const int64_t rows = 40, cols = 6400;
     const int n = 21;
     float *X = malloc(sizeof(float) * (size_t)(n * cols)), *ref = malloc(sizeof(float) * n * rows), *Y = malloc(sizeof(float) * n * rows);

@@ -83,6 +83,8 @@ static void detect(void) {
             kern_amx.mm[Q35_DT_Q8_0][1] = q35_mm_amx_q8;
             kern_amx.mm[Q35_DT_Q4_0][1] = q35_mm_amx_q4;
             kern_amx.mm[Q35_DT_Q4R][1] = q35_mm_amx_q4;
+            kern_amx.mm[Q35_DT_Q4_K][1] = q35_mm_amx_q4k;
+            kern_amx.mm[Q35_DT_Q6_K][1] = q35_mm_amx_q6k;
         }
     }
 }

@@ -60,11 +60,13 @@ extern const q35_kern q35_kern_scalar;
 extern const q35_kern q35_kern_avx2;
 extern const q35_kern q35_kern_avx2vnni;
 extern const q35_kern q35_kern_avx512;
-/* AMX-INT8 products for Q8_0 / Q4_0 / Q4R in the R16 layout (mm_amx.c); fewer than Q35_AMX_MIN_N
+/* AMX-INT8 products for Q8_0 / Q4_0 / Q4R / Q4_K / Q6_K in the R16 layout (mm_amx.c); fewer than Q35_AMX_MIN_N
  * tokens go to the AVX-512 kernels. q35_amx_init asks the OS for the tile state (0: granted). */
 #define Q35_AMX_MIN_N 8
 void q35_mm_amx_q8(const q35_mm_job *j, int64_t r0, int64_t r1);
 void q35_mm_amx_q4(const q35_mm_job *j, int64_t r0, int64_t r1);
+void q35_mm_amx_q4k(const q35_mm_job *j, int64_t r0, int64_t r1);
+void q35_mm_amx_q6k(const q35_mm_job *j, int64_t r0, int64_t r1);
 int q35_amx_init(void);
 #elif defined(__aarch64__)
 extern const q35_kern q35_kern_neon;    /* armv8-a (mm_neon.c) */
