@@ -424,7 +424,7 @@ static void actq_and_rotation(void) {
     float d0[3 * 32], d1[3 * 32];
     int32_t s0[3 * 32], s1[3 * 32];
     int16_t h0[6 * 32], h1[6 * 32];
-    q35_act a0 = {q0, d0, s0, h0, nb, n}, a1 = {q1, d1, s1, h1, nb, n};
+    q35_act a0 = {q0, d0, s0, h0, NULL, nb, n}, a1 = {q1, d1, s1, h1, NULL, nb, n};
     for (int t = 0; t < n; t++) q35_actq_ref(X + t * cols, t, -8, &a0);
     const int nonfinite[3][2] = {{1, 67 / 32}, {1, 200 / 32}, {2, 300 / 32}}; /* token, block */
     for (int k = 0; k < 3; k++) {

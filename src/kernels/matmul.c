@@ -60,7 +60,7 @@ static size_t al64(size_t x) { return (x + 63) & ~(size_t)63; }
 /* Bytes for n tokens x cols of 8-bit activations (+ one rotated row), and their carving. */
 static size_t act_bytes(int64_t cols, int n) {
     const size_t nbn = (size_t)(cols / 32) * (size_t)n;
-    return al64(nbn * 32) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64((size_t)cols * 4);
+    return al64(nbn * 32) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64((size_t)cols * 4);
 }
 static float *act_carve(void *p, int64_t cols, int n, q35_act *a) {
     const size_t nbn = (size_t)(cols / 32) * (size_t)n;
@@ -74,6 +74,8 @@ static float *act_carve(void *p, int64_t cols, int n, q35_act *a) {
     a->s = (int32_t *)c;
     c += al64(nbn * 4);
     a->h = (int16_t *)c;
+    c += al64(nbn * 4);
+    a->ds = (float *)c;
     c += al64(nbn * 4);
     return (float *)c;
 }
@@ -105,6 +107,11 @@ static void quantize_range(const q35_kern *K, q35_dtype dt, const float *X, int6
             x = tmp;
         }
         K->actq(x, t, mult, a);
+        if (dt == Q35_DT_Q4_K) /* the min term's per-block factor (mm.h), the same on every ISA */
+            for (int64_t b = 0; b < a->nb; b++) {
+                const size_t i = (size_t)b * (size_t)a->n + (size_t)t;
+                a->ds[i] = a->d[i] * (float)(a->h[2 * i] + a->h[2 * i + 1]);
+            }
     }
 }
 
@@ -200,12 +207,13 @@ static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, in
             float d[MAXC / 32], tmp[MAXC];
             int32_t s[MAXC / 32];
             int16_t h[MAXC / 16];
+            float ds[MAXC / 32];
             for (int t = 0; t < n; t++) {
                 q35_mm_job one = job;
                 one.n = 1;
                 one.X = X + (int64_t)t * cols;
                 one.Y = Y + (int64_t)t * rows;
-                one.a = (q35_act){q, d, s, h, (int)(cols / 32), 1};
+                one.a = (q35_act){q, d, s, h, ds, (int)(cols / 32), 1};
                 quantize_acts(K, dt, one.X, cols, 1, &one.a, tmp, 0);
                 fn(&one, r0, r1);
             }

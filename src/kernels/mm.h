@@ -16,12 +16,15 @@
  *   s[b][t] = mult * sum_k q[b][t][k] (mult chosen per weight format and ISA: the kernels start
  *   their integer accumulators at s to undo the offset of unsigned weight codes),
  *   h[b][t][i] = sum of q[b][t][16i .. 16i+15] (plain sums, for Q6_K's 16-value sub-blocks).
+ *   ds[b][t] = d[b][t] * (float)(sum_k q[b][t][k]) (one rounding; Q4_K's min term, filled by
+ *   matmul.c for Q4_K products only).
  * For Q4R weights, x is first rotated per 128-column group (quant.h). */
 typedef struct q35_act {
     int8_t *q;    /* [nb][n][32] */
     float *d;     /* [nb][n] */
     int32_t *s;   /* [nb][n] */
     int16_t *h;   /* [nb][n][2] */
+    float *ds;    /* [nb][n] (Q4_K products; else unset) */
     int nb;       /* blocks per row: cols / 32 */
     int n;        /* tokens */
 } q35_act;
@@ -60,12 +63,11 @@ extern const q35_kern q35_kern_scalar;
 extern const q35_kern q35_kern_avx2;
 extern const q35_kern q35_kern_avx2vnni;
 extern const q35_kern q35_kern_avx512;
-/* AMX-INT8 products for Q8_0 / Q4_0 / Q4R / Q4_K / Q6_K in the R16 layout (mm_amx.c); fewer than Q35_AMX_MIN_N
+/* AMX-INT8 products for Q8_0 / Q4_0 / Q4R / Q6_K in the R16 layout (mm_amx.c); fewer than Q35_AMX_MIN_N
  * tokens go to the AVX-512 kernels. q35_amx_init asks the OS for the tile state (0: granted). */
 #define Q35_AMX_MIN_N 8
 void q35_mm_amx_q8(const q35_mm_job *j, int64_t r0, int64_t r1);
 void q35_mm_amx_q4(const q35_mm_job *j, int64_t r0, int64_t r1);
-void q35_mm_amx_q4k(const q35_mm_job *j, int64_t r0, int64_t r1);
 void q35_mm_amx_q6k(const q35_mm_job *j, int64_t r0, int64_t r1);
 int q35_amx_init(void);
 #elif defined(__aarch64__)

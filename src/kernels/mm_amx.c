@@ -1,4 +1,4 @@
-/* AMX-INT8 matrix-matrix products for the integer formats (Q8_0, Q4_0, Q4R, Q4_K, Q6_K) in the R16
+/* AMX-INT8 matrix-matrix products for the integer formats (Q8_0, Q4_0, Q4R, Q6_K) in the R16
  * layout, used for prompts (n >= Q35_AMX_MIN_N tokens) on CPUs with AMX tiles; fewer tokens go to
  * the AVX-512 VNNI kernels (mm_avx512.c).
  *
@@ -12,13 +12,11 @@
  * s = mult * sum(a) with unsigned codes. The float steps per block (f = dw * da; acc = fma(f,
  * float(C), acc)) are the reference's, so results are bitwise equal to it.
  *
- * The K formats go the same way, 32 values (one activation block) at a time. Q4_K: the sub-block's
- * nibbles (0..15, no offset) in the Q4_0 order, C = dot, then the reference's two steps per
- * sub-block (acc = fma(d da, sc dot, acc); acc = fma(-(dmin da), m sum, acc)). Q6_K: its codes minus
- * 32 in the Q8_0 order; its scales cover 16 values, so each block is two products of 16 (A tiles of
- * 16 bytes a token, B tiles of 4 rows), C0 and C1, and isum = sc0 C0 + sc1 C1. As in the VNNI
- * kernels (mm_avx512.c), every integer product is below 2^24, so exact float products stand in
- * for the integer ones.
+ * Q6_K goes the same way: its codes minus 32 in the Q8_0 order; its scales cover 16 values, so
+ * each block is two products of 16 (A tiles of 16 bytes a token, B tiles of 4 rows), C0 and C1,
+ * and isum = sc0 C0 + sc1 C1. As in the VNNI kernels (mm_avx512.c), every integer product is below
+ * 2^24, so exact float products stand in for the integer ones. (Q4_K's products ran 8-10% faster
+ * on tiles alone, but prompts no faster: docs/speed.md "AMX for the K formats".)
  *
  * The tile state is per thread: every call loads its tile configuration and releases the tiles at
  * the end. Linux grants a process the AMX state only on request (arch_prctl
@@ -50,7 +48,7 @@ int q35_amx_init(void) {
 }
 
 /* The weight formats, as compile-time constants of the inlined steps below. */
-enum { F_Q8, F_Q4, F_Q4K, F_Q6K };
+enum { F_Q8, F_Q4, F_Q6K };
 
 /* Tiles: C = 0, A = 1, B = 2 (T tokens); 3, 4, 5 the same shapes (the second set: odd blocks, or
  * Q6_K's second half of each block). Q6_K multiplies 16 values at a time (A: 16 bytes a token, B:
@@ -95,21 +93,6 @@ static void unpack_q4(const uint8_t *grp, int64_t nb, int64_t b0, int64_t nbk, i
     }
 }
 
-/* Q4_K sub-blocks: nibbles 0..15 as they are (the min is subtracted in the float steps). */
-static void unpack_q4k(const uint8_t *grp, int64_t b0, int64_t nbk, int8_t *wq) {
-    const __m512i m4 = _mm512_set1_epi8(15);
-    for (int64_t b = 0; b < nbk; b++) {
-        const int64_t u = b0 + b;
-        const uint8_t *qs = grp + 2368 * (u / 8) + 320 + 256 * (u % 8);
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            const __m512i v = _mm512_loadu_si512((const void *)(qs + 64 * c));
-            _mm512_store_si512((void *)(wq + 512 * b + 64 * c), _mm512_and_si512(v, m4));
-            _mm512_store_si512((void *)(wq + 512 * b + 64 * (c + 4)), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-        }
-    }
-}
-
 /* Q6_K blocks: the codes (q + 32, from 4 low-nibble chunks and 2 chunks of top bits; quant.h) minus
  * 32, values 4c..4c+3 of the 16 rows in wq row c. */
 static void unpack_q6k(const uint8_t *grp, int64_t b0, int64_t nbk, int8_t *wq) {
@@ -142,7 +125,6 @@ static void unpack_q6k(const uint8_t *grp, int64_t b0, int64_t nbk, int8_t *wq) 
 INLINE void unpack(const int fmt, const uint8_t *grp, int64_t nb, int64_t b0, int64_t nbk, int8_t *wq) {
     if (fmt == F_Q8) unpack_q8(grp, nb, b0, nbk, wq);
     else if (fmt == F_Q4) unpack_q4(grp, nb, b0, nbk, wq);
-    else if (fmt == F_Q4K) unpack_q4k(grp, b0, nbk, wq);
     else unpack_q6k(grp, b0, nbk, wq);
 }
 
@@ -172,25 +154,6 @@ INLINE void scale_add(__m512 *acc, const int32_t *C, __m512 dw, const float *da,
         _tile_dpbssd(c, at, wt);                                                             \
     } while (0)
 
-/* Q4_K sub-block b (the reference's two steps per token, mm_avx512.c's q4k_unit epilogue). */
-INLINE void scale_q4k(__m512 *acc, const int32_t *C, const uint8_t *grp, int64_t b, const q35_act *a, int t0, const int T) {
-    const uint8_t *p = grp + 2368 * (b / 8);
-    const int64_t s = b % 8;
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
-    const __m512 scf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s))));
-    const __m512i mm = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s)));
-    const size_t base = (size_t)b * a->n + t0;
-    UNROLL
-    for (int t = 0; t < T; t++) {
-        const __m512 da = _mm512_set1_ps(a->d[base + t]);
-        const __m512i msum = _mm512_madd_epi16(mm, _mm512_set1_epi32(a->s[base + t]));
-        const __m512 dot = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(C + 16 * t)));
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, da), _mm512_mul_ps(dot, scf), acc[t]);
-        acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(dmin, da), _mm512_cvtepi32_ps(msum), acc[t]);
-    }
-}
-
 /* Q6_K block b: C0, C1 the products of its two halves. */
 INLINE void scale_q6k(__m512 *acc, const int32_t *C0, const int32_t *C1, const uint8_t *grp, int64_t b, const q35_act *a, int t0, const int T) {
     const uint8_t *p = grp + 3360 * (b / 8);
@@ -208,10 +171,9 @@ INLINE void scale_q6k(__m512 *acc, const int32_t *C0, const int32_t *C1, const u
     }
 }
 
-INLINE void scale_block(const int fmt, __m512 *acc, const int32_t *C, const uint8_t *grp, int64_t qb, int64_t b, const q35_act *a, int t0,
+INLINE void scale_block(__m512 *acc, const int32_t *C, const uint8_t *grp, int64_t qb, int64_t b, const q35_act *a, int t0,
                         const int T) {
-    if (fmt == F_Q4K) scale_q4k(acc, C, grp, b, a, t0, T);
-    else scale_add(acc, C, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, qb))), a->d + (size_t)b * a->n + t0, T);
+    scale_add(acc, C, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, qb))), a->d + (size_t)b * a->n + t0, T);
 }
 
 /* Tokens [t0, t0 + T) x blocks [b0, b0 + nbk) of one group; acc holds the running sums. Tiles
@@ -219,7 +181,7 @@ INLINE void scale_block(const int fmt, __m512 *acc, const int32_t *C, const uint
  * two tile sets, block i+1's product is issued before block i's is stored, and the products
  * stored two blocks earlier are scaled meanwhile (a load right after the tile store it reads
  * waits for the store to complete). */
-INLINE void tile_blocks(const int fmt, __m512 *acc, const uint8_t *grp, int64_t qb, const int8_t *wq, int64_t b0, int64_t nbk, const q35_act *a,
+INLINE void tile_blocks(__m512 *acc, const uint8_t *grp, int64_t qb, const int8_t *wq, int64_t b0, int64_t nbk, const q35_act *a,
                         int t0, const int T) {
     _Alignas(64) int32_t C[4][16 * 16]; /* [4 blocks][token][row]: block i's products in C[i % 4] */
     BLOCK_DP(0, 1, 2, b0, 0); /* (nbk >= 1) */
@@ -227,13 +189,13 @@ INLINE void tile_blocks(const int fmt, __m512 *acc, const uint8_t *grp, int64_t 
     for (; i + 2 <= nbk; i += 2) {
         BLOCK_DP(3, 4, 5, b0 + i + 1, i + 1);
         _tile_stored(0, C[i & 3], 64);
-        if (i >= 2) scale_block(fmt, acc, C[(i - 2) & 3], grp, qb, b0 + i - 2, a, t0, T);
+        if (i >= 2) scale_block(acc, C[(i - 2) & 3], grp, qb, b0 + i - 2, a, t0, T);
         if (i + 2 < nbk) BLOCK_DP(0, 1, 2, b0 + i + 2, i + 2);
         _tile_stored(3, C[(i + 1) & 3], 64);
-        if (i >= 2) scale_block(fmt, acc, C[(i - 1) & 3], grp, qb, b0 + i - 1, a, t0, T);
+        if (i >= 2) scale_block(acc, C[(i - 1) & 3], grp, qb, b0 + i - 1, a, t0, T);
     }
     if (i < nbk) _tile_stored(0, C[i & 3], 64);
-    for (int64_t k = i >= 2 ? i - 2 : 0; k < nbk; k++) scale_block(fmt, acc, C[k & 3], grp, qb, b0 + k, a, t0, T);
+    for (int64_t k = i >= 2 ? i - 2 : 0; k < nbk; k++) scale_block(acc, C[k & 3], grp, qb, b0 + k, a, t0, T);
 }
 
 /* Q6_K: both halves of block i issued (tiles 0 and 3), then block i-1's stored products scaled,
@@ -271,7 +233,7 @@ INLINE void token_tile(const int fmt, const q35_mm_job *j, const uint8_t *grp, i
         const int64_t nbk = nb - b0 < CHUNK_BLOCKS ? nb - b0 : CHUNK_BLOCKS;
         if (!single_chunk) unpack(fmt, grp, nb, b0, nbk, wq);
         if (fmt == F_Q6K) tile_blocks_q6k(acc, grp, wq, b0, nbk, &j->a, t0, T);
-        else tile_blocks(fmt, acc, grp, QB(fmt), wq, b0, nbk, &j->a, t0, T);
+        else tile_blocks(acc, grp, QB(fmt), wq, b0, nbk, &j->a, t0, T);
     }
     UNROLL
     for (int t = 0; t < T; t++) store16(j->Y + (int64_t)(t0 + t) * j->rows, acc[t], 16 * g, r0, r1);
@@ -286,7 +248,6 @@ INLINE void token_tile(const int fmt, const q35_mm_job *j, const uint8_t *grp, i
     }
 TAIL(tail_q8, F_Q8)
 TAIL(tail_q4, F_Q4)
-TAIL(tail_q4k, F_Q4K)
 TAIL(tail_q6k, F_Q6K)
 
 INLINE void amx_driver(const q35_mm_job *j, int64_t r0, int64_t r1, const int fmt) {
@@ -315,7 +276,7 @@ INLINE void amx_driver(const q35_mm_job *j, int64_t r0, int64_t r1, const int fm
         if (tail) {
             if (cfg != tail) configure(cfg = tail, fmt);
             void (*tf)(const q35_mm_job *, const uint8_t *, int64_t, int8_t *, int, int64_t, int64_t, int64_t, int, int) =
-                fmt == F_Q8 ? tail_q8 : fmt == F_Q4 ? tail_q4 : fmt == F_Q4K ? tail_q4k : tail_q6k;
+                fmt == F_Q8 ? tail_q8 : fmt == F_Q4 ? tail_q4 : tail_q6k;
             tf(j, grp, nb, wq, single_chunk, g, r0, r1, nfull, tail);
         }
     }
@@ -324,5 +285,4 @@ INLINE void amx_driver(const q35_mm_job *j, int64_t r0, int64_t r1, const int fm
 
 void q35_mm_amx_q8(const q35_mm_job *j, int64_t r0, int64_t r1) { amx_driver(j, r0, r1, F_Q8); }
 void q35_mm_amx_q4(const q35_mm_job *j, int64_t r0, int64_t r1) { amx_driver(j, r0, r1, F_Q4); }
-void q35_mm_amx_q4k(const q35_mm_job *j, int64_t r0, int64_t r1) { amx_driver(j, r0, r1, F_Q4K); }
 void q35_mm_amx_q6k(const q35_mm_job *j, int64_t r0, int64_t r1) { amx_driver(j, r0, r1, F_Q6K); }

@@ -138,11 +138,11 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_K);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 2368 * sb;
-        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * hf)));
-        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * hf)));
+        __m256 sa[4]; /* the reference's super-block sums (ref.c) */
+        UNROLL
+        for (int j = 0; j < T; j++) sa[j] = _mm256_setzero_ps();
         for (int s = 0; s < 8; s++) {
-            const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 64 + 16 * s + 8 * hf)));
-            const __m256i mm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 192 + 16 * s + 8 * hf)));
+            const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 64 + 16 * s + 8 * hf))));
             const uint8_t *cq = p + 320 + 256 * s + 32 * hf;
             if (T == 1 && !hf) q35_pf_lines(pd, grp + (8 * sb + s) * pfs, 5); /* 320 >= pfs = 296 */
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
@@ -165,18 +165,32 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
 #endif
                 }
             }
-            /* without vpmulld, as mm_avx512.c's q4k_unit: an exact float product and vpmaddwd */
-            const __m256 scf = _mm256_cvtepi32_ps(sc);
+            /* sc x dot as an exact float product (below 2^24), as mm_avx512.c's q4k_unit */
             UNROLL
             for (int j = 0; j < T; j++) {
 #if !VNNI
                 dot[j] = _mm256_madd_epi16(dot[j], _mm256_set1_epi16(1));
 #endif
-                const __m256 da = _mm256_set1_ps(a->d[base + j]);
-                const __m256i msum = _mm256_madd_epi16(mm, _mm256_set1_epi32(a->s[base + j]));
-                acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, da), _mm256_mul_ps(_mm256_cvtepi32_ps(dot[j]), scf), acc[j]);
-                acc[j] = _mm256_fnmadd_ps(_mm256_mul_ps(dmin, da), _mm256_cvtepi32_ps(msum), acc[j]);
+                sa[j] = _mm256_fmadd_ps(_mm256_set1_ps(a->d[base + j]), _mm256_mul_ps(_mm256_cvtepi32_ps(dot[j]), scf), sa[j]);
             }
+        }
+        /* the min term after the sub-blocks (it needs no product of the weights): fewer registers live in the loop */
+        __m256 ma[4];
+        UNROLL
+        for (int j = 0; j < T; j++) ma[j] = _mm256_setzero_ps();
+        const float *ds = a->ds + (size_t)(8 * sb) * a->n + t0;
+        UNROLL
+        for (int k = 0; k < 8; k++) {
+            const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 192 + 16 * k + 8 * hf))));
+            UNROLL
+            for (int j = 0; j < T; j++) ma[j] = _mm256_fmadd_ps(mf, _mm256_set1_ps(ds[(size_t)k * a->n + j]), ma[j]);
+        }
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * hf)));
+        const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * hf)));
+        UNROLL
+        for (int j = 0; j < T; j++) {
+            acc[j] = _mm256_fmadd_ps(d, sa[j], acc[j]);
+            acc[j] = _mm256_fnmadd_ps(dmin, ma[j], acc[j]);
         }
     }
     UNROLL

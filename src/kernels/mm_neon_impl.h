@@ -153,8 +153,12 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 2368 * sb;
         const float32x4_t d = h4(p + 8 * qt), dmin = h4(p + 32 + 8 * qt);
+        float32x4_t sa[4], ma[4]; /* the reference's super-block sums (ref.c) */
+        UNROLL
+        for (int j = 0; j < T; j++) sa[j] = ma[j] = vdupq_n_f32(0.0f);
         for (int s = 0; s < 8; s++) {
-            const int32x4_t sc = u8x4_s32(p + 64 + 16 * s + 4 * qt), mm = u8x4_s32(p + 192 + 16 * s + 4 * qt);
+            const int32x4_t sc = u8x4_s32(p + 64 + 16 * s + 4 * qt);
+            const float32x4_t mf = vcvtq_f32_s32(u8x4_s32(p + 192 + 16 * s + 4 * qt));
             const uint8_t *cq = p + 320 + 256 * s + 16 * qt;
             if (T == 1 && !qt) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
             int8x16_t lo[4], hi[4];
@@ -172,11 +176,14 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
                 int32x4_t dot = vdupq_n_s32(0);
                 DOT4(dot, lo[0], lo[1], lo[2], lo[3], a0);
                 DOT4(dot, hi[0], hi[1], hi[2], hi[3], a1);
-                const float32x4_t da = vdupq_n_f32(a->d[base + j]);
-                const int32x4_t msum = vmulq_s32(mm, vdupq_n_s32(a->s[base + j]));
-                acc[j] = vfmaq_f32(acc[j], vmulq_f32(d, da), vcvtq_f32_s32(vmulq_s32(dot, sc)));
-                acc[j] = vfmsq_f32(acc[j], vmulq_f32(dmin, da), vcvtq_f32_s32(msum));
+                sa[j] = vfmaq_f32(sa[j], vdupq_n_f32(a->d[base + j]), vcvtq_f32_s32(vmulq_s32(dot, sc)));
+                ma[j] = vfmaq_f32(ma[j], mf, vdupq_n_f32(a->ds[base + j]));
             }
+        }
+        UNROLL
+        for (int j = 0; j < T; j++) {
+            acc[j] = vfmaq_f32(acc[j], d, sa[j]);
+            acc[j] = vfmsq_f32(acc[j], dmin, ma[j]);
         }
     }
     UNROLL

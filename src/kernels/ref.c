@@ -33,8 +33,12 @@ static float dot_f16(const uint16_t *w, const float *x, int64_t n) {
  * Integer formats: the activations arrive quantized (mm.h, q35_act); per row r and token t,
  *   Q8_0/Q4_0/Q4R: acc = 0; for each block b in order: acc = fmaf(dw*da, (float)isum, acc),
  *     isum = sum_k qw[k]*qa[k] exactly (int32);
- *   Q4_K: for each sub-block s (= activation block b) in order:
- *     acc = fmaf(d*da, (float)(sc*dot), acc); acc = fmaf(-(dmin*da), (float)(m*sum qa), acc);
+ *   Q4_K: for each super-block (d, dmin; sub-blocks s = 0..7 = activation blocks b):
+ *     sa = 0; ma = 0; for s in order: sa = fmaf(da, (float)(sc*dot), sa); ma = fmaf((float)m, ds, ma);
+ *     acc = fmaf(d, sa, acc); acc = fmaf(-dmin, ma, acc)
+ *     (ds = da * (float)(sum qa), q35_act; the min term needs no product of the weights, and the
+ *     super-block's scales d, dmin multiply once: 4 vector operations per sub-block and token where
+ *     the per-sub-block form, fmaf(d*da, ..) and fmaf(-(dmin*da), (float)(m*sum), ..), took 8);
  *   Q6_K: for each block b: isum = sc[2b']*dot(first 16) + sc[2b'+1]*dot(last 16);
  *     acc = fmaf(d*da, (float)isum, acc).
  * Every integer is below 2^24, so each conversion to float is exact and a SIMD kernel doing the
@@ -93,17 +97,16 @@ static void mm_q4k(const q35_mm_job *j, int64_t r0, int64_t r1) {
             int8_t qs[256];
             q35_get_q4k(j->W, r, sb, &d, &dmin, sc, m, q);
             for (int e = 0; e < 256; e++) qs[e] = (int8_t)q[e];
-            for (int s = 0; s < 8; s++) {
-                const int64_t b = 8 * sb + s;
-                for (int t = 0; t < j->n; t++) {
-                    float *y = &j->Y[(int64_t)t * j->rows + r];
-                    const int8_t *x = aq(&j->a, b, t);
-                    int32_t sum = 0;
-                    for (int k = 0; k < 32; k++) sum += x[k];
-                    const float da = ad(&j->a, b, t), s1 = d * da, s2 = dmin * da;
-                    *y = fmaf(s1, (float)(sc[s] * idot(qs + 32 * s, x, 32)), *y);
-                    *y = fmaf(-s2, (float)(m[s] * sum), *y);
+            for (int t = 0; t < j->n; t++) {
+                float sa = 0.0f, ma = 0.0f;
+                for (int s = 0; s < 8; s++) {
+                    const int64_t b = 8 * sb + s;
+                    sa = fmaf(ad(&j->a, b, t), (float)(sc[s] * idot(qs + 32 * s, aq(&j->a, b, t), 32)), sa);
+                    ma = fmaf((float)m[s], j->a.ds[(size_t)b * j->a.n + t], ma);
                 }
+                float *y = &j->Y[(int64_t)t * j->rows + r];
+                *y = fmaf(d, sa, *y);
+                *y = fmaf(-dmin, ma, *y);
             }
         }
     }
