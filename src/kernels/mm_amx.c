@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "kernels/mm.h"
+#include "kernels/q6k_avx512.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #include "kernels/unroll.h"
@@ -93,30 +94,13 @@ static void unpack_q4(const uint8_t *grp, int64_t nb, int64_t b0, int64_t nbk, i
     }
 }
 
-/* Q6_K blocks: the codes (q + 32, from 4 low-nibble chunks and 2 chunks of top bits; quant.h) minus
- * 32, values 4c..4c+3 of the 16 rows in wq row c. */
+/* Q6_K blocks: the codes (q35_q6k_codes512) minus 32, values 4c..4c+3 of the 16 rows in wq row c. */
 static void unpack_q6k(const uint8_t *grp, int64_t b0, int64_t nbk, int8_t *wq) {
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30), k32 = _mm512_set1_epi8(32);
     for (int64_t b = 0; b < nbk; b++) {
         const int64_t u = b0 + b;
-        const uint8_t *L = grp + 3360 * (u / 8) + 288 + 384 * (u % 8), *H = L + 256;
-        const __m512i h0 = _mm512_loadu_si512((const void *)H), h1 = _mm512_loadu_si512((const void *)(H + 64));
         __m512i w[8];
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            const __m512i v = _mm512_loadu_si512((const void *)(L + 64 * c));
-            w[c] = _mm512_and_si512(v, m4);
-            w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-        }
-        /* top bits of value 4c+i: bits 2(c&3) of H_{c>>2}, moved to bits 4..5 */
-        w[0] = _mm512_ternarylogic_epi32(w[0], _mm512_slli_epi16(h0, 4), m30, 0xF8);
-        w[1] = _mm512_ternarylogic_epi32(w[1], _mm512_slli_epi16(h0, 2), m30, 0xF8);
-        w[2] = _mm512_ternarylogic_epi32(w[2], h0, m30, 0xF8);
-        w[3] = _mm512_ternarylogic_epi32(w[3], _mm512_srli_epi16(h0, 2), m30, 0xF8);
-        w[4] = _mm512_ternarylogic_epi32(w[4], _mm512_slli_epi16(h1, 4), m30, 0xF8);
-        w[5] = _mm512_ternarylogic_epi32(w[5], _mm512_slli_epi16(h1, 2), m30, 0xF8);
-        w[6] = _mm512_ternarylogic_epi32(w[6], h1, m30, 0xF8);
-        w[7] = _mm512_ternarylogic_epi32(w[7], _mm512_srli_epi16(h1, 2), m30, 0xF8);
+        q35_q6k_codes512(grp + 3360 * (u / 8) + 288 + 384 * (u % 8), m4, m30, w);
         UNROLL
         for (int c = 0; c < 8; c++) _mm512_store_si512((void *)(wq + 512 * b + 64 * c), _mm512_sub_epi8(w[c], k32));
     }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "kernels/mm.h"
+#include "kernels/q6k_avx512.h"
 
 #define INLINE static inline __attribute__((always_inline))
 #include "kernels/unroll.h"
@@ -177,25 +178,9 @@ INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
     const __m512 sc0f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s)))));
     const __m512 sc1f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1)))));
-    const uint8_t *L = p + 288 + 384 * s, *H = L + 256;
     if (T == 1) q35_pf_lines(pd, grp + u * pfs, 7); /* 448 >= pfs = 420 */
     __m512i w[8];
-    const __m512i h0 = _mm512_loadu_si512((const void *)H), h1 = _mm512_loadu_si512((const void *)(H + 64));
-    UNROLL
-    for (int c = 0; c < 4; c++) {
-        const __m512i v = _mm512_loadu_si512((const void *)(L + 64 * c));
-        w[c] = _mm512_and_si512(v, m4);
-        w[c + 4] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-    }
-    /* top bits of value 4c+i: bits 2(c&3) of H_{c>>2}, moved to bits 4..5 */
-    w[0] = _mm512_ternarylogic_epi32(w[0], _mm512_slli_epi16(h0, 4), m30, 0xF8);
-    w[1] = _mm512_ternarylogic_epi32(w[1], _mm512_slli_epi16(h0, 2), m30, 0xF8);
-    w[2] = _mm512_ternarylogic_epi32(w[2], h0, m30, 0xF8);
-    w[3] = _mm512_ternarylogic_epi32(w[3], _mm512_srli_epi16(h0, 2), m30, 0xF8);
-    w[4] = _mm512_ternarylogic_epi32(w[4], _mm512_slli_epi16(h1, 4), m30, 0xF8);
-    w[5] = _mm512_ternarylogic_epi32(w[5], _mm512_slli_epi16(h1, 2), m30, 0xF8);
-    w[6] = _mm512_ternarylogic_epi32(w[6], h1, m30, 0xF8);
-    w[7] = _mm512_ternarylogic_epi32(w[7], _mm512_srli_epi16(h1, 2), m30, 0xF8);
+    q35_q6k_codes512(p + 288 + 384 * s, m4, m30, w);
     const size_t base = (size_t)u * a->n + t0;
     const int8_t *aq = a->q + base * 32;
     UNROLL
