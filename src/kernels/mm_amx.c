@@ -146,12 +146,16 @@ INLINE void scale_q6k(__m512 *acc, const int32_t *C0, const int32_t *C1, const u
     const __m512 sc0f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s)))));
     const __m512 sc1f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1)))));
     const size_t base = (size_t)b * a->n + t0;
+    /* 16 trips, the body under t < T: the tail copy's run-time T left clang -O1 unable to unroll
+     * a loop to T fully (the other formats' scale_add it could) */
     UNROLL
-    for (int t = 0; t < T; t++) {
-        const __m512 c0 = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(C0 + 16 * t)));
-        const __m512 c1 = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(C1 + 16 * t)));
-        const __m512 isum = _mm512_fmadd_ps(c0, sc0f, _mm512_mul_ps(c1, sc1f));
-        acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a->d[base + t])), isum, acc[t]);
+    for (int t = 0; t < 16; t++) {
+        if (t < T) {
+            const __m512 c0 = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(C0 + 16 * t)));
+            const __m512 c1 = _mm512_cvtepi32_ps(_mm512_load_si512((const void *)(C1 + 16 * t)));
+            const __m512 isum = _mm512_fmadd_ps(c0, sc0f, _mm512_mul_ps(c1, sc1f));
+            acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(a->d[base + t])), isum, acc[t]);
+        }
     }
 }
 
