@@ -142,7 +142,12 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
         UNROLL
         for (int j = 0; j < T; j++) sa[j] = _mm256_setzero_ps();
         for (int s = 0; s < 8; s++) {
-            const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 64 + 16 * s + 8 * hf))));
+            const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 64 + 16 * s + 8 * hf)));
+#if VNNI
+            const __m256 scf = _mm256_cvtepi32_ps(sc);
+#else /* sc in both 16-bit halves of each row's lane: the widening vpmaddwd gives sc x dot itself */
+            const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+#endif
             const uint8_t *cq = p + 320 + 256 * s + 32 * hf;
             if (T == 1 && !hf) q35_pf_lines(pd, grp + (8 * sb + s) * pfs, 5); /* 320 >= pfs = 296 */
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
@@ -165,13 +170,16 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
 #endif
                 }
             }
-            /* sc x dot as an exact float product (below 2^24), as mm_avx512.c's q4k_unit */
+            /* sc x dot (below 2^24, ref.c): with VNNI the exact float product, as mm_avx512.c's
+             * q4k_unit; without, the integer itself from the vpmaddwd that widens the 16-bit sums */
             UNROLL
             for (int j = 0; j < T; j++) {
-#if !VNNI
-                dot[j] = _mm256_madd_epi16(dot[j], _mm256_set1_epi16(1));
+#if VNNI
+                const __m256 scdot = _mm256_mul_ps(_mm256_cvtepi32_ps(dot[j]), scf);
+#else
+                const __m256 scdot = _mm256_cvtepi32_ps(_mm256_madd_epi16(dot[j], sc2));
 #endif
-                sa[j] = _mm256_fmadd_ps(_mm256_set1_ps(a->d[base + j]), _mm256_mul_ps(_mm256_cvtepi32_ps(dot[j]), scf), sa[j]);
+                sa[j] = _mm256_fmadd_ps(_mm256_set1_ps(a->d[base + j]), scdot, sa[j]);
             }
         }
         /* the min term after the sub-blocks (it needs no product of the weights): fewer registers live in the loop */
