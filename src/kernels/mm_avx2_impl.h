@@ -231,26 +231,55 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
                 s1[j] = _mm256_set1_epi32(-32 * a->h[2 * (base + j) + 1]);
             }
             const __m256i h0 = _mm256_loadu_si256((const __m256i *)H), h1 = _mm256_loadu_si256((const __m256i *)(H + 64));
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(L + 64 * c));
-                /* top bits of value 4c+i: bits 2c of H0; of value 16+4c+i: bits 2c of H1 */
-                const __m256i tl = c == 0 ? _mm256_slli_epi16(h0, 4) : c == 1 ? _mm256_slli_epi16(h0, 2) : c == 2 ? h0 : _mm256_srli_epi16(h0, 2);
-                const __m256i th = c == 0 ? _mm256_slli_epi16(h1, 4) : c == 1 ? _mm256_slli_epi16(h1, 2) : c == 2 ? h1 : _mm256_srli_epi16(h1, 2);
-                const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(tl, m30));
-                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(th, m30));
+            if (VNNI || T == 1) { /* (one token: the paired loop below generated 1-2% slower) */
                 UNROLL
-                for (int j = 0; j < T; j++) {
+                for (int c = 0; c < 4; c++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(L + 64 * c));
+                    /* top bits of value 4c+i: bits 2c of H0; of value 16+4c+i: bits 2c of H1 */
+                    const __m256i tl = c == 0 ? _mm256_slli_epi16(h0, 4) : c == 1 ? _mm256_slli_epi16(h0, 2) : c == 2 ? h0 : _mm256_srli_epi16(h0, 2);
+                    const __m256i th = c == 0 ? _mm256_slli_epi16(h1, 4) : c == 1 ? _mm256_slli_epi16(h1, 2) : c == 2 ? h1 : _mm256_srli_epi16(h1, 2);
+                    const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(tl, m30));
+                    const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(th, m30));
+                    UNROLL
+                    for (int j = 0; j < T; j++) {
 #if VNNI
-                    s0[j] = DPBUSD(s0[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
-                    s1[j] = DPBUSD(s1[j], hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c));
+                        s0[j] = DPBUSD(s0[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
+                        s1[j] = DPBUSD(s1[j], hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c));
 #else /* codes up to 63: one product pair per 16-bit lane, widened at once */
-                    const __m256i ones = _mm256_set1_epi16(1);
-                    s0[j] = _mm256_add_epi32(s0[j], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, SUFFIX(bc32)(aq + 32 * j + 4 * c)), ones));
-                    s1[j] = _mm256_add_epi32(s1[j], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c)), ones));
+                        const __m256i ones = _mm256_set1_epi16(1);
+                        s0[j] = _mm256_add_epi32(s0[j], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, SUFFIX(bc32)(aq + 32 * j + 4 * c)), ones));
+                        s1[j] = _mm256_add_epi32(s1[j], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c)), ones));
 #endif
+                    }
                 }
             }
+#if !VNNI
+            else {
+                /* codes up to 63 and |a| <= 127: a vpmaddubsw lane is at most 16002, so the lanes of two
+                 * chunks (c, c + 1) add in 16 bits before one vpmaddwd widens them */
+                const __m256i ones = _mm256_set1_epi16(1);
+                UNROLL
+                for (int half = 0; half < 2; half++) { /* values 0..15 (s0), then 16..31 (s1) */
+                    const __m256i hh = half ? h1 : h0;
+                    UNROLL
+                    for (int c = 0; c < 4; c += 2) {
+                        const __m256i v0 = _mm256_loadu_si256((const __m256i *)(L + 64 * c)), v1 = _mm256_loadu_si256((const __m256i *)(L + 64 * c + 64));
+                        const __m256i n0 = half ? _mm256_srli_epi16(v0, 4) : v0, n1 = half ? _mm256_srli_epi16(v1, 4) : v1;
+                        /* top bits of value 4c+i (+16): bits 2c of H0 (H1), moved to bits 4..5 */
+                        const __m256i tb0 = c == 0 ? _mm256_slli_epi16(hh, 4) : hh, tb1 = c == 0 ? _mm256_slli_epi16(hh, 2) : _mm256_srli_epi16(hh, 2);
+                        const __m256i w0 = _mm256_or_si256(_mm256_and_si256(n0, m4), _mm256_and_si256(tb0, m30));
+                        const __m256i w1 = _mm256_or_si256(_mm256_and_si256(n1, m4), _mm256_and_si256(tb1, m30));
+                        UNROLL
+                        for (int j = 0; j < T; j++) {
+                            const int8_t *x = aq + 32 * j + 16 * half + 4 * c;
+                            const __m256i pp = _mm256_add_epi16(_mm256_maddubs_epi16(w0, SUFFIX(bc32)(x)), _mm256_maddubs_epi16(w1, SUFFIX(bc32)(x + 4)));
+                            if (half) s1[j] = _mm256_add_epi32(s1[j], _mm256_madd_epi16(pp, ones));
+                            else s0[j] = _mm256_add_epi32(s0[j], _mm256_madd_epi16(pp, ones));
+                        }
+                    }
+                }
+            }
+#endif
             UNROLL
             for (int j = 0; j < T; j++) {
                 /* without vpmulld, as mm_avx512.c's q6k_unit: exact float products and sum */
