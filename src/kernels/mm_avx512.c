@@ -117,51 +117,54 @@ INLINE void q8_blk(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const
 
 /* ---- Q4_K, R16 (per super-block: d[16] dmin[16] sc[8][16] m[8][16], 8 x 4 chunks) ---- */
 
-/* Super-block u (256 columns, sub-blocks s = 0..7) of a group, the reference's steps (ref.c): per
- * token sa accumulates da x (sc x dot) and ma accumulates m x ds over the sub-blocks, then acc =
- * fma(d, sa, acc) and acc = fma(-dmin, ma, acc). sc x dot is below 2^24, so the float product of
- * the exact float values is the reference's (float)(sc * dot). */
+/* Sub-block s (32 columns) of the Q4_K super-block at p times T tokens (activation bytes aq[T][32],
+ * scales ad[T], ds[T]): sa[j] += da x (sc x dot), ma[j] += m x ds, the reference's steps (ref.c).
+ * sc x dot is below 2^24, so the float product of the exact float values is its (float)(sc * dot). */
+INLINE void q4k_sub(const uint8_t *p, int s, const int8_t *aq, const float *ad, const float *ds, const int T, __m512 *sa, __m512 *ma) {
+    const __m512i m4 = _mm512_set1_epi8(15);
+    const __m512 scf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s))));
+    const __m512 mf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s))));
+    const uint8_t *cq = p + 320 + 256 * s;
+    __m512i dots[8];
+    UNROLL
+    for (int j = 0; j < T; j++) dots[j] = _mm512_setzero_si512();
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
+        const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        UNROLL
+        for (int j = 0; j < T; j++) dots[j] = dpbusd_bc(dots[j], lo, aq + 32 * j + 4 * c);
+        UNROLL
+        for (int j = 0; j < T; j++) dots[j] = dpbusd_bc(dots[j], hi, aq + 32 * j + 16 + 4 * c);
+    }
+    /* (the min term here measured 4% faster than after the sub-block loop, where AVX2 has it) */
+    UNROLL
+    for (int j = 0; j < T; j++) {
+        sa[j] = _mm512_fmadd_ps(_mm512_set1_ps(ad[j]), _mm512_mul_ps(_mm512_cvtepi32_ps(dots[j]), scf), sa[j]);
+        ma[j] = _mm512_fmadd_ps(mf, _mm512_set1_ps(ds[j]), ma[j]);
+    }
+}
+/* After a super-block's sub-blocks: acc = fma(d, sa, acc), then acc = fma(-dmin, ma, acc). */
+INLINE __m512 q4k_fold(const uint8_t *p, __m512 sa, __m512 ma, __m512 acc) {
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
+    return _mm512_fnmadd_ps(dmin, ma, _mm512_fmadd_ps(d, sa, acc));
+}
+/* Super-block u (256 columns) of a group times T tokens from t0. */
 INLINE void q4k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *a, int t0, const int T, __m512 *acc, int64_t pfs,
                      q35_pf_dist pd) {
     (void)nsb;
-    const __m512i m4 = _mm512_set1_epi8(15);
     const uint8_t *p = grp + 2368 * u;
     __m512 sa[8], ma[8];
     UNROLL
     for (int j = 0; j < T; j++) sa[j] = ma[j] = _mm512_setzero_ps();
     for (int s = 0; s < 8; s++) {
-        const __m512 scf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s))));
-        const __m512 mf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s))));
-        const uint8_t *cq = p + 320 + 256 * s;
         if (T == 1) q35_pf_lines(pd, grp + (8 * u + s) * pfs, 5); /* 320 >= pfs = 296 */
         const size_t base = (size_t)(8 * u + s) * a->n + t0;
-        const int8_t *aq = a->q + base * 32;
-        __m512i dots[8];
-        UNROLL
-        for (int j = 0; j < T; j++) dots[j] = _mm512_setzero_si512();
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
-            const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
-            UNROLL
-            for (int j = 0; j < T; j++) dots[j] = dpbusd_bc(dots[j], lo, aq + 32 * j + 4 * c);
-            UNROLL
-            for (int j = 0; j < T; j++) dots[j] = dpbusd_bc(dots[j], hi, aq + 32 * j + 16 + 4 * c);
-        }
-        /* (the min term inside this loop measured 4% faster here than after it, as AVX2 has it) */
-        UNROLL
-        for (int j = 0; j < T; j++) {
-            sa[j] = _mm512_fmadd_ps(_mm512_set1_ps(a->d[base + j]), _mm512_mul_ps(_mm512_cvtepi32_ps(dots[j]), scf), sa[j]);
-            ma[j] = _mm512_fmadd_ps(mf, _mm512_set1_ps(a->ds[base + j]), ma[j]);
-        }
+        q4k_sub(p, s, a->q + base * 32, a->d + base, a->ds + base, T, sa, ma);
     }
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
     UNROLL
-    for (int j = 0; j < T; j++) {
-        acc[j] = _mm512_fmadd_ps(d, sa[j], acc[j]);
-        acc[j] = _mm512_fnmadd_ps(dmin, ma[j], acc[j]);
-    }
+    for (int j = 0; j < T; j++) acc[j] = q4k_fold(p, sa[j], ma[j], acc[j]);
 }
 #define Q4K_UNITS(cols) ((cols) / 256)
 #define Q4K_PFS(nu) q35_pf_step(2368, 8)
@@ -236,27 +239,7 @@ R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
 
 /* Q4_K, one token over two groups: the sub-blocks of both groups alternate (as the two streams did
  * when q4k_unit took one sub-block; a super-block of one group, then of the other, generated 1-3%
- * slower), with the same steps as q4k_unit at T = 1. */
-INLINE void q4k_sub1(const uint8_t *p, int s, const int8_t *aq, float da, float ds, __m512 *sa, __m512 *ma) {
-    const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512 scf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s))));
-    const __m512 mf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s))));
-    const uint8_t *cq = p + 320 + 256 * s;
-    __m512i dot = _mm512_setzero_si512();
-    UNROLL
-    for (int c = 0; c < 4; c++) {
-        const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
-        dot = dpbusd_bc(dot, _mm512_and_si512(v, m4), aq + 4 * c);
-        dot = dpbusd_bc(dot, _mm512_and_si512(_mm512_srli_epi16(v, 4), m4), aq + 16 + 4 * c);
-    }
-    *sa = _mm512_fmadd_ps(_mm512_set1_ps(da), _mm512_mul_ps(_mm512_cvtepi32_ps(dot), scf), *sa);
-    *ma = _mm512_fmadd_ps(mf, _mm512_set1_ps(ds), *ma);
-}
-INLINE __m512 q4k_fold(const uint8_t *p, __m512 sa, __m512 ma, __m512 acc) {
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-    const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
-    return _mm512_fnmadd_ps(dmin, ma, _mm512_fmadd_ps(d, sa, acc));
-}
+ * slower). */
 static void q4k_pair(const uint8_t *ga, const uint8_t *gb, int64_t nu, const q35_act *a, float *Y, int64_t ra, int64_t rb, int64_t r0,
                      int64_t r1) {
     __m512 acca = _mm512_setzero_ps(), accb = _mm512_setzero_ps();
@@ -269,8 +252,8 @@ static void q4k_pair(const uint8_t *ga, const uint8_t *gb, int64_t nu, const q35
             const int64_t b = 8 * u + s; /* one token: a's block b at b */
             q35_pf_lines(pd, ga + b * pfs, 5);
             q35_pf_lines(pd, gb + b * pfs, 5);
-            q4k_sub1(pa, s, a->q + 32 * b, a->d[b], a->ds[b], &saa, &maa);
-            q4k_sub1(pb, s, a->q + 32 * b, a->d[b], a->ds[b], &sab, &mab);
+            q4k_sub(pa, s, a->q + 32 * b, a->d + b, a->ds + b, 1, &saa, &maa);
+            q4k_sub(pb, s, a->q + 32 * b, a->d + b, a->ds + b, 1, &sab, &mab);
         }
         acca = q4k_fold(pa, saa, maa, acca);
         accb = q4k_fold(pb, sab, mab, accb);
