@@ -365,19 +365,20 @@ static void matmul_many(void) {
     isa_use(keep);
 }
 
-/* Rows longer than the AMX kernel's unpacking chunk (192 blocks) and row ranges inside 16-row
- * groups with a token tail: every ISA bitwise equal to the scalar reference, rows outside the
- * range untouched. */
+/* Rows as long as the unpacking buffers (AMX: 192 blocks; AVX2 Q6_K: 24 super-blocks) and longer,
+ * and row ranges inside 16-row groups with a token tail: every ISA bitwise equal to the scalar
+ * reference, rows outside the range untouched. */
 static void matmul_long_rows(void) {
     q35_isa isas[Q35_ISA_COUNT + 2];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
-    const q35_dtype dts[] = {Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4R, Q35_DT_Q4_K, Q35_DT_Q6_K};
-    const int64_t rows = 40, cols = 6400;
+    const q35_dtype dts[] = {Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4R, Q35_DT_Q4_K, Q35_DT_Q6_K, Q35_DT_Q6_K};
+    const int64_t rows = 40, cmax = 6400;
     const int n = 21;
-    float *X = malloc(sizeof(float) * (size_t)(n * cols)), *ref = malloc(sizeof(float) * n * rows), *Y = malloc(sizeof(float) * n * rows);
-    fill_acts(X, n, cols);
+    float *X = malloc(sizeof(float) * (size_t)(n * cmax)), *ref = malloc(sizeof(float) * n * rows), *Y = malloc(sizeof(float) * n * rows);
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
+        const int64_t cols = i == sizeof dts / sizeof dts[0] - 1 ? 6144 : cmax;
+        fill_acts(X, n, cols);
         mat m;
         mat_make(&m, dts[i], rows, cols);
         q35_isa_set(Q35_ISA_SCALAR);
@@ -393,8 +394,8 @@ static void matmul_long_rows(void) {
                     for (int64_t r = 0; r < rows && !bad; r++) {
                         const float y = Y[t * rows + r], e = r >= r0 && r < r1 ? ref[t * rows + r] : -7.0f;
                         if (memcmp(&y, &e, 4)) {
-                            CHECK(0, "%s %s rows [%lld, %lld): Y[%d][%lld] = %.9g, expected %.9g", q35_dtype_name(dts[i]), isa_str(isas[ii]),
-                                  (long long)r0, (long long)r1, t, (long long)r, y, e);
+                            CHECK(0, "%s %s cols %lld rows [%lld, %lld): Y[%d][%lld] = %.9g, expected %.9g", q35_dtype_name(dts[i]), isa_str(isas[ii]),
+                                  (long long)cols, (long long)r0, (long long)r1, t, (long long)r, y, e);
                             bad = 1;
                         }
                     }

@@ -407,7 +407,145 @@ R8_WALK(SUFFIX(q8_one), SUFFIX(q8_core), 512, 9, Q35_DT_Q8_0, 1)
 R8_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(q4_tile), SUFFIX(q4_pair), SUFFIX(q4_one), j->cols / 32)
 R8_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(q8_tile), SUFFIX(q8_pair), SUFFIX(q8_one), j->cols / 32)
 R8_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(q4k_tile), NULL, NULL, j->cols / 256)
-R8_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(q6k_tile), NULL, NULL, j->cols / 256)
+R8_DRIVER(SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_tile), NULL, NULL, j->cols / 256)
+
+/* Q6_K prompts: each 8-row half group's codes decoded once, not once per token tile. The
+ * decoding (two loads, shifts, masks and an or per chunk, ~5 vector operations) was about a third
+ * of the tile's work with 4 tokens. A sub-block of the half is 352 bytes of the buffer: its codes
+ * as the tiles read them, [half 0/1][chunk 0..3] 32 bytes each (values 16 half + 4 c + i of the 8
+ * rows), then its scales: plain, sc[2s] and sc[2s+1] in both 16-bit halves of each row's lane and
+ * (-32 sc[2s], -32 sc[2s+1]) as a 16-bit pair; with VNNI, sc[2s] and sc[2s+1] as floats. */
+enum { Q6K_USUB = 352, Q6K_UMAX_SB = 24, Q6K_UMIN_N = 8 }; /* 24 super-blocks: 6144 columns, 66 KiB */
+
+static void SUFFIX(q6k_unpack8)(const uint8_t *grp, int64_t nsb, int hf, uint8_t *u) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+#if !VNNI
+    const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+#endif
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = grp + 3360 * sb;
+        for (int s = 0; s < 8; s++, u += Q6K_USUB) {
+            const uint8_t *L = p + 288 + 384 * s + 32 * hf, *H = p + 288 + 384 * s + 256 + 32 * hf;
+            UNROLL
+            for (int half = 0; half < 2; half++) {
+                const __m256i hh = _mm256_loadu_si256((const __m256i *)(H + 64 * half));
+                UNROLL
+                for (int c = 0; c < 4; c++) {
+                    const __m256i v = _mm256_loadu_si256((const __m256i *)(L + 64 * c));
+                    const __m256i n = half ? _mm256_srli_epi16(v, 4) : v;
+                    /* top bits of value 4c+i (+16): bits 2c of H0 (H1), moved to bits 4..5 */
+                    const __m256i tb = c == 0 ? _mm256_slli_epi16(hh, 4) : c == 1 ? _mm256_slli_epi16(hh, 2) : c == 2 ? hh : _mm256_srli_epi16(hh, 2);
+                    _mm256_store_si256((__m256i *)(u + 32 * (4 * half + c)), _mm256_or_si256(_mm256_and_si256(n, m4), _mm256_and_si256(tb, m30)));
+                }
+            }
+            const __m256i sc0 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s) + 8 * hf)));
+            const __m256i sc1 = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s + 1) + 8 * hf)));
+#if VNNI
+            _mm256_store_ps((float *)(u + 256), _mm256_cvtepi32_ps(sc0));
+            _mm256_store_ps((float *)(u + 288), _mm256_cvtepi32_ps(sc1));
+#else
+            _mm256_store_si256((__m256i *)(u + 256), _mm256_or_si256(_mm256_and_si256(sc0, lo16), _mm256_slli_epi32(sc0, 16)));
+            _mm256_store_si256((__m256i *)(u + 288), _mm256_or_si256(_mm256_and_si256(sc1, lo16), _mm256_slli_epi32(sc1, 16)));
+            const __m256i z = _mm256_setzero_si256();
+            const __m256i n0 = _mm256_sub_epi32(z, _mm256_slli_epi32(sc0, 5)), n1 = _mm256_sub_epi32(z, _mm256_slli_epi32(sc1, 5));
+            _mm256_store_si256((__m256i *)(u + 320), _mm256_or_si256(_mm256_and_si256(n0, lo16), _mm256_slli_epi32(n1, 16)));
+#endif
+        }
+    }
+}
+
+/* T tokens from t0 over a half group unpacked into u (q6k_unpack8); the per-block float step is
+ * q6k_tile's. Without VNNI the whole block's integer, isum = sc0 (dot0 - 32 h0) + sc1 (dot1 - 32
+ * h1), comes from vpmaddwd: (-32 sc0, -32 sc1) . (h0, h1) (|32 sc| <= 4096 and |h| <= 2032 fit
+ * 16 bits), then each pair of chunks' 16-bit sums (<= 2 x 16002) times the half's scale in both
+ * halves. It is the reference's integer (below 2^24), so one conversion gives its float. */
+INLINE void SUFFIX(q6k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb, int hf, const q35_act *a, int t0, const int T, float *Y,
+                               int64_t rows, int64_t rbase, int64_t r0, int64_t r1) {
+    __m256 acc[4];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+    const size_t an = (size_t)a->n;
+    const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */
+    const int16_t *ah = a->h + 2 * (size_t)t0; /* [nb][n][2] */
+    const float *ad = a->d + t0;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + 3360 * sb + 16 * hf)));
+        for (int s = 0; s < 8; s++, u += Q6K_USUB, aq += 32 * an, ah += 2 * an, ad += an) {
+            __m256i isum[4];
+#if VNNI
+            __m256i s1[4];
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                isum[j] = _mm256_set1_epi32(-32 * ah[2 * j]);
+                s1[j] = _mm256_set1_epi32(-32 * ah[2 * j + 1]);
+            }
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i w0 = _mm256_load_si256((const __m256i *)(u + 32 * c)), w1 = _mm256_load_si256((const __m256i *)(u + 32 * (4 + c)));
+                UNROLL
+                for (int j = 0; j < T; j++) {
+                    isum[j] = DPBUSD(isum[j], w0, SUFFIX(bc32)(aq + 32 * j + 4 * c));
+                    s1[j] = DPBUSD(s1[j], w1, SUFFIX(bc32)(aq + 32 * j + 16 + 4 * c));
+                }
+            }
+            const __m256 sc0f = _mm256_load_ps((const float *)(u + 256)), sc1f = _mm256_load_ps((const float *)(u + 288));
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                const __m256 is = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[j]), sc0f, _mm256_mul_ps(_mm256_cvtepi32_ps(s1[j]), sc1f));
+                acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(ad[j])), is, acc[j]);
+            }
+#else
+            const __m256i off = _mm256_load_si256((const __m256i *)(u + 320));
+            UNROLL
+            for (int j = 0; j < T; j++) isum[j] = _mm256_madd_epi16(off, SUFFIX(bc32)((const int8_t *)(ah + 2 * j)));
+            UNROLL
+            for (int half = 0; half < 2; half++) {
+                const __m256i sc2 = _mm256_load_si256((const __m256i *)(u + 256 + 32 * half));
+                UNROLL
+                for (int c = 0; c < 4; c += 2) {
+                    const __m256i w0 = _mm256_load_si256((const __m256i *)(u + 32 * (4 * half + c)));
+                    const __m256i w1 = _mm256_load_si256((const __m256i *)(u + 32 * (4 * half + c + 1)));
+                    UNROLL
+                    for (int j = 0; j < T; j++) {
+                        const int8_t *x = aq + 32 * j + 16 * half + 4 * c;
+                        const __m256i pp = _mm256_add_epi16(_mm256_maddubs_epi16(w0, SUFFIX(bc32)(x)), _mm256_maddubs_epi16(w1, SUFFIX(bc32)(x + 4)));
+                        isum[j] = _mm256_add_epi32(isum[j], _mm256_madd_epi16(pp, sc2));
+                    }
+                }
+            }
+            UNROLL
+            for (int j = 0; j < T; j++) acc[j] = _mm256_fmadd_ps(_mm256_mul_ps(d, _mm256_set1_ps(ad[j])), _mm256_cvtepi32_ps(isum[j]), acc[j]);
+#endif
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* Q6_K: prompts of Q6K_UMIN_N tokens or more over rows of up to Q6K_UMAX_SB super-blocks unpack
+ * each half group once (above); the rest go through mm_q6k_r16_dec's tiles, which decode inline. */
+static void SUFFIX(mm_q6k_r16)(const q35_mm_job *j, int64_t r0, int64_t r1) {
+    const int64_t nsb = j->cols / 256;
+    if (j->n < Q6K_UMIN_N || nsb > Q6K_UMAX_SB) {
+        SUFFIX(mm_q6k_r16_dec)(j, r0, r1);
+        return;
+    }
+    const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);
+    _Alignas(32) uint8_t u[Q6K_UMAX_SB * 8 * Q6K_USUB]; /* [sub-block][352]: one half group */
+    for (int64_t h = r0 / 8; h * 8 < r1; h++) {
+        const uint8_t *grp = j->w + (size_t)(h / 2) * gb;
+        const int hf = (int)(h & 1);
+        SUFFIX(q6k_unpack8)(grp, nsb, hf, u);
+        int t0 = 0;
+        for (; t0 + 4 <= j->n; t0 += 4) SUFFIX(q6k_tile_u)(grp, u, nsb, hf, &j->a, t0, 4, j->Y, j->rows, 8 * h, r0, r1);
+        switch (j->n - t0) {
+        case 1: SUFFIX(q6k_tile_u)(grp, u, nsb, hf, &j->a, t0, 1, j->Y, j->rows, 8 * h, r0, r1); break;
+        case 2: SUFFIX(q6k_tile_u)(grp, u, nsb, hf, &j->a, t0, 2, j->Y, j->rows, 8 * h, r0, r1); break;
+        case 3: SUFFIX(q6k_tile_u)(grp, u, nsb, hf, &j->a, t0, 3, j->Y, j->rows, 8 * h, r0, r1); break;
+        default: break;
+        }
+    }
+}
 
 /* ---- float formats (row-major): 4 rows x up to 2 tokens ---- */
 #if !VNNI
