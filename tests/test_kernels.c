@@ -374,7 +374,7 @@ static void matmul_long_rows(void) {
     const q35_isa keep = q35_isa_get();
     const q35_dtype dts[] = {Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4R, Q35_DT_Q4_K, Q35_DT_Q6_K, Q35_DT_Q6_K};
     const int64_t rows = 40, cmax = 6400;
-    const int n = 21;
+    const int n = 33; /* AMX: two tiles and a tail; AVX-512 Q6_K: unpacked from 32 tokens */
     float *X = malloc(sizeof(float) * (size_t)(n * cmax)), *ref = malloc(sizeof(float) * n * rows), *Y = malloc(sizeof(float) * n * rows);
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
         const int64_t cols = i == sizeof dts / sizeof dts[0] - 1 ? 6144 : cmax;

@@ -333,6 +333,19 @@ LEAN_TILE(q4_tile, q4_blk, q4_step1, 256)
 LEAN_TILE(q8_tile, q8_blk, q8_step1, 512)
 typedef void (*one_token_fn)(const uint8_t *, const uint8_t *, int64_t, const q35_act *, float *, int64_t, int64_t, int64_t, int64_t);
 
+/* tile(a0, a1, a2, a3, T, rest...) for min(n, 8) tokens, T a constant in each copy. */
+#define TILES8(n, tile, a0, a1, a2, a3, ...)                     \
+    switch ((n) < 8 ? (n) : 8) {                                 \
+    case 1: tile(a0, a1, a2, a3, 1, __VA_ARGS__); break;         \
+    case 2: tile(a0, a1, a2, a3, 2, __VA_ARGS__); break;         \
+    case 3: tile(a0, a1, a2, a3, 3, __VA_ARGS__); break;         \
+    case 4: tile(a0, a1, a2, a3, 4, __VA_ARGS__); break;         \
+    case 5: tile(a0, a1, a2, a3, 5, __VA_ARGS__); break;         \
+    case 6: tile(a0, a1, a2, a3, 6, __VA_ARGS__); break;         \
+    case 7: tile(a0, a1, a2, a3, 7, __VA_ARGS__); break;         \
+    default: tile(a0, a1, a2, a3, 8, __VA_ARGS__); break;        \
+    }
+
 /* Loop over 16-row groups and token tiles of up to 8. A single token with q35_pf_streams == 2
  * walks the first and the second half of the groups in lockstep (pair), so the memory sees two
  * weight streams (docs/speed.md, "Two weight streams, again"); with one stream, a format with a
@@ -360,24 +373,78 @@ typedef void (*one_token_fn)(const uint8_t *, const uint8_t *, int64_t, const q3
         }                                                                                                      \
         for (; g * 16 < r1; g++) {                                                                             \
             const uint8_t *grp = j->w + (size_t)g * gb;                                                        \
-            for (int t0 = 0; t0 < j->n; t0 += 8) {                                                             \
-                switch (j->n - t0 < 8 ? j->n - t0 : 8) {                                                       \
-                case 1: tile(grp, nu, &j->a, t0, 1, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                case 2: tile(grp, nu, &j->a, t0, 2, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                case 3: tile(grp, nu, &j->a, t0, 3, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                case 4: tile(grp, nu, &j->a, t0, 4, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                case 5: tile(grp, nu, &j->a, t0, 5, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                case 6: tile(grp, nu, &j->a, t0, 6, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                case 7: tile(grp, nu, &j->a, t0, 7, j->Y, j->rows, 16 * g, r0, r1); break;                      \
-                default: tile(grp, nu, &j->a, t0, 8, j->Y, j->rows, 16 * g, r0, r1); break;                     \
-                }                                                                                              \
-            }                                                                                                  \
+            for (int t0 = 0; t0 < j->n; t0 += 8) TILES8(j->n - t0, tile, grp, nu, &j->a, t0, j->Y, j->rows, 16 * g, r0, r1); \
         }                                                                                                      \
     }
 R16_DRIVER(mm_q4_r16, q4_tile, q4_pair, q4_one, Q4_UNITS)
 R16_DRIVER(mm_q8_r16, q8_tile, q8_pair, q8_one, Q8_UNITS)
 R16_DRIVER(mm_q4k_r16, q4k_tile, q4k_pair, NULL, Q4K_UNITS)
-R16_DRIVER(mm_q6k_r16, q6k_tile, q6k_pair, NULL, Q6K_UNITS)
+R16_DRIVER(mm_q6k_r16_dec, q6k_tile, q6k_pair, NULL, Q6K_UNITS)
+
+/* Q6_K prompts: each group's codes decoded once (q35_q6k_codes512 into wq[block][8][64]), not once
+ * per 8-token tile, where the decoding was ~2 of the ~16 vector operations per block and token.
+ * The tile walks blocks, activations and scales by pointer; its steps are q6k_unit's. */
+enum { Q6K_UMAX_SB = 24, Q6K_UMIN_N = 32 }; /* 24 super-blocks: 6144 columns, 96 KiB; 24 tokens broke even */
+
+static void q6k_unpack(const uint8_t *grp, int64_t nsb, uint8_t *wq) {
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t u = 0; u < 8 * nsb; u++) {
+        __m512i w[8];
+        q35_q6k_codes512(grp + 3360 * (u / 8) + 288 + 384 * (u % 8), m4, m30, w);
+        UNROLL
+        for (int c = 0; c < 8; c++) _mm512_store_si512((void *)(wq + 512 * u + 64 * c), w[c]);
+    }
+}
+
+INLINE void q6k_tile_u(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
+                       int64_t r0, int64_t r1, const uint8_t *wq) {
+    __m512 acc[8] = {0}; /* (all set: gcc 12 cannot see that only acc[0..T) are read) */
+    const size_t an = (size_t)a->n;
+    const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */
+    const int16_t *ah = a->h + 2 * (size_t)t0; /* [nb][n][2] */
+    const float *ad = a->d + t0;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = grp + 3360 * sb;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        for (int s = 0; s < 8; s++, wq += 512, aq += 32 * an, ah += 2 * an, ad += an) {
+            const __m512 sc0f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s)))));
+            const __m512 sc1f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1)))));
+            __m512i w[8];
+            UNROLL
+            for (int c = 0; c < 8; c++) w[c] = _mm512_load_si512((const void *)(wq + 64 * c));
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                __m512i s0 = _mm512_set1_epi32(-32 * ah[2 * j]), s1 = _mm512_set1_epi32(-32 * ah[2 * j + 1]);
+                UNROLL
+                for (int c = 0; c < 4; c++) {
+                    s0 = dpbusd_bc(s0, w[c], aq + 32 * j + 4 * c);
+                    s1 = dpbusd_bc(s1, w[c + 4], aq + 32 * j + 16 + 4 * c);
+                }
+                const __m512 isum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), sc0f, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), sc1f));
+                acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad[j])), isum, acc[j]);
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* Prompts of Q6K_UMIN_N tokens or more over rows of up to Q6K_UMAX_SB super-blocks unpack each
+ * group once; the rest go through mm_q6k_r16_dec's tiles, which decode inline. */
+static void mm_q6k_r16(const q35_mm_job *j, int64_t r0, int64_t r1) {
+    const int64_t nsb = j->cols / 256;
+    if (j->n < Q6K_UMIN_N || nsb > Q6K_UMAX_SB) {
+        mm_q6k_r16_dec(j, r0, r1);
+        return;
+    }
+    const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);
+    _Alignas(64) uint8_t wq[Q6K_UMAX_SB * 8 * 512]; /* [block][8][64] codes 0..63 of one group */
+    for (int64_t g = r0 / 16; g * 16 < r1; g++) {
+        const uint8_t *grp = j->w + (size_t)g * gb;
+        q6k_unpack(grp, nsb, wq);
+        for (int t0 = 0; t0 < j->n; t0 += 8) TILES8(j->n - t0, q6k_tile_u, grp, nsb, &j->a, t0, j->Y, j->rows, 16 * g, r0, r1, wq);
+    }
+}
 
 /* ---- float formats, row-major: 4 rows x up to 4 tokens per tile ---- */
 
