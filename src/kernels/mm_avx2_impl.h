@@ -358,6 +358,16 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
         SUFFIX(store8)(Y, acca[0], ra, r0, r1);                                                                \
         if (G == 2) SUFFIX(store8)(Y, accb[0], rb, r0, r1);                                                    \
     }
+/* tile(pre..., T, post...) for min(n, 4) tokens, T a constant in each copy; pre in parentheses. */
+#define TILE_ARGS(...) __VA_ARGS__
+#define TILES4(n, tile, pre, ...)                                \
+    switch ((n) < 4 ? (n) : 4) {                                 \
+    case 1: tile(TILE_ARGS pre, 1, __VA_ARGS__); break;          \
+    case 2: tile(TILE_ARGS pre, 2, __VA_ARGS__); break;          \
+    case 3: tile(TILE_ARGS pre, 3, __VA_ARGS__); break;          \
+    default: tile(TILE_ARGS pre, 4, __VA_ARGS__); break;         \
+    }
+
 /* Loop over 8-row halves of groups and token tiles of up to 4. One token with q35_pf_streams == 2
  * and a pair function (Q4_0/Q4R, Q8_0: the K formats gained 1-2% from it here, compute-bound, and
  * keep their super-block loops): the first and the second half of the groups in pairs, both halves
@@ -388,14 +398,7 @@ typedef void (*SUFFIX(pair_fn))(const uint8_t *, const uint8_t *, int64_t, int, 
         for (int64_t h = r0 / 8; h * 8 < r1; h++) {                                                            \
             const uint8_t *grp = j->w + (size_t)(h / 2) * gb;                                                  \
             const int hf = (int)(h & 1);                                                                       \
-            for (int t0 = 0; t0 < j->n; t0 += 4) {                                                             \
-                switch (j->n - t0 < 4 ? j->n - t0 : 4) {                                                       \
-                case 1: tile(grp, nu, hf, &j->a, t0, 1, j->Y, j->rows, 8 * h, r0, r1); break;                   \
-                case 2: tile(grp, nu, hf, &j->a, t0, 2, j->Y, j->rows, 8 * h, r0, r1); break;                   \
-                case 3: tile(grp, nu, hf, &j->a, t0, 3, j->Y, j->rows, 8 * h, r0, r1); break;                   \
-                default: tile(grp, nu, hf, &j->a, t0, 4, j->Y, j->rows, 8 * h, r0, r1); break;                  \
-                }                                                                                              \
-            }                                                                                                  \
+            for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, tile, (grp, nu, hf, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1); \
         }                                                                                                      \
     }
 R8_TILE(SUFFIX(q4_tile), SUFFIX(q4_core), 256, 5, Q35_DT_Q4_0)
@@ -405,7 +408,77 @@ R8_WALK(SUFFIX(q8_pair), SUFFIX(q8_core), 512, 9, Q35_DT_Q8_0, 2)
 R8_WALK(SUFFIX(q4_one), SUFFIX(q4_core), 256, 5, Q35_DT_Q4_0, 1)
 R8_WALK(SUFFIX(q8_one), SUFFIX(q8_core), 512, 9, Q35_DT_Q8_0, 1)
 R8_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(q4_tile), SUFFIX(q4_pair), SUFFIX(q4_one), j->cols / 32)
-R8_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(q8_tile), SUFFIX(q8_pair), SUFFIX(q8_one), j->cols / 32)
+R8_DRIVER(SUFFIX(mm_q8_r16_dec), SUFFIX(q8_tile), SUFFIX(q8_pair), SUFFIX(q8_one), j->cols / 32)
+
+#if !VNNI
+/* Q8_0 prompts without VNNI: each 8-row half group's weights and their absolute values kept once
+ * (per block: 8 chunks of [w 32 | |w| 32] bytes, then the 8 rows' scales as floats), not made
+ * again for every 4-token tile (an xor and an abs per chunk, ~10% of the tile's work). */
+enum { Q8_UBLK = 544, Q8_UMAX_NB = 192, Q8_UMIN_N = 8 }; /* 192 blocks: 6144 columns, 102 KiB */
+
+static void q8_unpack8(const uint8_t *grp, int64_t nb, int hf, uint8_t *u) {
+    const __m256i x80 = _mm256_set1_epi8((char)0x80);
+    for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {
+        const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, 512);
+        const uint8_t *sp = grp + off + 16 * hf, *cp = grp + off + q35_r16_run_scale_bytes(len) + 32 * hf;
+        for (int64_t i = 0; i < len; i++, u += Q8_UBLK) {
+            UNROLL
+            for (int c = 0; c < 8; c++) {
+                const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(cp + 512 * i + 64 * c)), x80);
+                _mm256_store_si256((__m256i *)(u + 64 * c), w);
+                _mm256_store_si256((__m256i *)(u + 64 * c + 32), _mm256_abs_epi8(w));
+            }
+            _mm256_store_ps((float *)(u + 512), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sp + 32 * i))));
+        }
+    }
+}
+
+INLINE void q8_tile_u(const uint8_t *u, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
+                      int64_t r0, int64_t r1) {
+    __m256 acc[4];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
+    const size_t an = (size_t)a->n;
+    const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */
+    const int32_t *as = a->s + t0;
+    const float *ad = a->d + t0;
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < nb; b++, u += Q8_UBLK, aq += 32 * an, as += an, ad += an) {
+        __m256i s[4];
+        UNROLL
+        for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(as[j]);
+        UNROLL
+        for (int c = 0; c < 8; c++) {
+            const __m256i w = _mm256_load_si256((const __m256i *)(u + 64 * c)), aw = _mm256_load_si256((const __m256i *)(u + 64 * c + 32));
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                const __m256i sa = _mm256_sign_epi8(bc32_plain(aq + 32 * j + 4 * c), w);
+                s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones));
+            }
+        }
+        block_scale8_plain(acc, _mm256_load_ps((const float *)(u + 512)), ad, s, T);
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store8_plain(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+static void mm_q8_r16_plain(const q35_mm_job *j, int64_t r0, int64_t r1) {
+    const int64_t nb = j->cols / 32;
+    if (j->n < Q8_UMIN_N || nb > Q8_UMAX_NB) {
+        mm_q8_r16_dec_plain(j, r0, r1);
+        return;
+    }
+    const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);
+    _Alignas(32) uint8_t u[Q8_UMAX_NB * Q8_UBLK]; /* [block][544]: one half group */
+    for (int64_t h = r0 / 8; h * 8 < r1; h++) {
+        const uint8_t *grp = j->w + (size_t)(h / 2) * gb;
+        q8_unpack8(grp, nb, (int)(h & 1), u);
+        for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, q8_tile_u, (u, nb, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1);
+    }
+}
+#else
+#define mm_q8_r16_vnni mm_q8_r16_dec_vnni
+#endif
 R8_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(q4k_tile), NULL, NULL, j->cols / 256)
 R8_DRIVER(SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_tile), NULL, NULL, j->cols / 256)
 
@@ -536,14 +609,7 @@ static void SUFFIX(mm_q6k_r16)(const q35_mm_job *j, int64_t r0, int64_t r1) {
         const uint8_t *grp = j->w + (size_t)(h / 2) * gb;
         const int hf = (int)(h & 1);
         SUFFIX(q6k_unpack8)(grp, nsb, hf, u);
-        int t0 = 0;
-        for (; t0 + 4 <= j->n; t0 += 4) SUFFIX(q6k_tile_u)(grp, u, nsb, hf, &j->a, t0, 4, j->Y, j->rows, 8 * h, r0, r1);
-        switch (j->n - t0) {
-        case 1: SUFFIX(q6k_tile_u)(grp, u, nsb, hf, &j->a, t0, 1, j->Y, j->rows, 8 * h, r0, r1); break;
-        case 2: SUFFIX(q6k_tile_u)(grp, u, nsb, hf, &j->a, t0, 2, j->Y, j->rows, 8 * h, r0, r1); break;
-        case 3: SUFFIX(q6k_tile_u)(grp, u, nsb, hf, &j->a, t0, 3, j->Y, j->rows, 8 * h, r0, r1); break;
-        default: break;
-        }
+        for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, SUFFIX(q6k_tile_u), (grp, u, nsb, hf, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1);
     }
 }
 

@@ -333,17 +333,18 @@ LEAN_TILE(q4_tile, q4_blk, q4_step1, 256)
 LEAN_TILE(q8_tile, q8_blk, q8_step1, 512)
 typedef void (*one_token_fn)(const uint8_t *, const uint8_t *, int64_t, const q35_act *, float *, int64_t, int64_t, int64_t, int64_t);
 
-/* tile(a0, a1, a2, a3, T, rest...) for min(n, 8) tokens, T a constant in each copy. */
-#define TILES8(n, tile, a0, a1, a2, a3, ...)                     \
+/* tile(pre..., T, post...) for min(n, 8) tokens, T a constant in each copy; pre in parentheses. */
+#define TILE_ARGS(...) __VA_ARGS__
+#define TILES8(n, tile, pre, ...)                                \
     switch ((n) < 8 ? (n) : 8) {                                 \
-    case 1: tile(a0, a1, a2, a3, 1, __VA_ARGS__); break;         \
-    case 2: tile(a0, a1, a2, a3, 2, __VA_ARGS__); break;         \
-    case 3: tile(a0, a1, a2, a3, 3, __VA_ARGS__); break;         \
-    case 4: tile(a0, a1, a2, a3, 4, __VA_ARGS__); break;         \
-    case 5: tile(a0, a1, a2, a3, 5, __VA_ARGS__); break;         \
-    case 6: tile(a0, a1, a2, a3, 6, __VA_ARGS__); break;         \
-    case 7: tile(a0, a1, a2, a3, 7, __VA_ARGS__); break;         \
-    default: tile(a0, a1, a2, a3, 8, __VA_ARGS__); break;        \
+    case 1: tile(TILE_ARGS pre, 1, __VA_ARGS__); break;          \
+    case 2: tile(TILE_ARGS pre, 2, __VA_ARGS__); break;          \
+    case 3: tile(TILE_ARGS pre, 3, __VA_ARGS__); break;          \
+    case 4: tile(TILE_ARGS pre, 4, __VA_ARGS__); break;          \
+    case 5: tile(TILE_ARGS pre, 5, __VA_ARGS__); break;          \
+    case 6: tile(TILE_ARGS pre, 6, __VA_ARGS__); break;          \
+    case 7: tile(TILE_ARGS pre, 7, __VA_ARGS__); break;          \
+    default: tile(TILE_ARGS pre, 8, __VA_ARGS__); break;         \
     }
 
 /* Loop over 16-row groups and token tiles of up to 8. A single token with q35_pf_streams == 2
@@ -373,7 +374,7 @@ typedef void (*one_token_fn)(const uint8_t *, const uint8_t *, int64_t, const q3
         }                                                                                                      \
         for (; g * 16 < r1; g++) {                                                                             \
             const uint8_t *grp = j->w + (size_t)g * gb;                                                        \
-            for (int t0 = 0; t0 < j->n; t0 += 8) TILES8(j->n - t0, tile, grp, nu, &j->a, t0, j->Y, j->rows, 16 * g, r0, r1); \
+            for (int t0 = 0; t0 < j->n; t0 += 8) TILES8(j->n - t0, tile, (grp, nu, &j->a, t0), j->Y, j->rows, 16 * g, r0, r1); \
         }                                                                                                      \
     }
 R16_DRIVER(mm_q4_r16, q4_tile, q4_pair, q4_one, Q4_UNITS)
@@ -396,8 +397,8 @@ static void q6k_unpack(const uint8_t *grp, int64_t nsb, uint8_t *wq) {
     }
 }
 
-INLINE void q6k_tile_u(const uint8_t *grp, int64_t nsb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
-                       int64_t r0, int64_t r1, const uint8_t *wq) {
+INLINE void q6k_tile_u(const uint8_t *grp, const uint8_t *wq, int64_t nsb, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
+                       int64_t rbase, int64_t r0, int64_t r1) {
     __m512 acc[8] = {0}; /* (all set: gcc 12 cannot see that only acc[0..T) are read) */
     const size_t an = (size_t)a->n;
     const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */
@@ -442,7 +443,7 @@ static void mm_q6k_r16(const q35_mm_job *j, int64_t r0, int64_t r1) {
     for (int64_t g = r0 / 16; g * 16 < r1; g++) {
         const uint8_t *grp = j->w + (size_t)g * gb;
         q6k_unpack(grp, nsb, wq);
-        for (int t0 = 0; t0 < j->n; t0 += 8) TILES8(j->n - t0, q6k_tile_u, grp, nsb, &j->a, t0, j->Y, j->rows, 16 * g, r0, r1, wq);
+        for (int t0 = 0; t0 < j->n; t0 += 8) TILES8(j->n - t0, q6k_tile_u, (grp, wq, nsb, &j->a, t0), j->Y, j->rows, 16 * g, r0, r1);
     }
 }
 
