@@ -59,19 +59,24 @@ INLINE void SUFFIX(block_scale8)(__m256 *acc, __m256 dw, const float *ad, const 
 
 /* ---- Q4_0 / Q4R ---- */
 /* One block's half (8 rows: scales sc, f16 d[8]; chunks cq) times T tokens: activation bytes
- * aq[T][32], their sums as[T] and scales ad[T]; added into acc[T]. */
+ * aq[T][32], their sums as[T] and scales ad[T]; added into acc[T]. With U (an unpacked block,
+ * q4_unpack8) sc holds the 8 scales as floats and cq the chunks' low and high nibbles, 32 bytes
+ * each in turn. */
 INLINE void SUFFIX(q4_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t *as, const float *ad, const int T,
-                             __m256 *acc) {
+                             __m256 *acc, const int U) {
     const __m256i m4 = _mm256_set1_epi8(15);
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sc));
+    const __m256 dw = U ? _mm256_load_ps((const float *)sc) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sc));
+#define Q4_NIBBLES(c)                                                                                                  \
+    const __m256i v = U ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)(cq + 64 * c));             \
+    const __m256i lo = U ? _mm256_load_si256((const __m256i *)(cq + 64 * c)) : _mm256_and_si256(v, m4);             \
+    const __m256i hi = U ? _mm256_load_si256((const __m256i *)(cq + 64 * c + 32)) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4)
 #if VNNI
     __m256i s[4];
     UNROLL
     for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(as[j]);
     UNROLL
     for (int c = 0; c < 4; c++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
-        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        Q4_NIBBLES(c);
         UNROLL
         for (int j = 0; j < T; j++) {
             s[j] = DPBUSD(s[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
@@ -84,8 +89,7 @@ INLINE void SUFFIX(q4_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *
     for (int j = 0; j < T; j++) p[j] = _mm256_setzero_si256();
     UNROLL
     for (int c = 0; c < 4; c++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
-        const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        Q4_NIBBLES(c);
         UNROLL
         for (int j = 0; j < T; j++) {
             p[j] = maddubs_pair(p[j], lo, SUFFIX(bc32)(aq + 32 * j + 4 * c));
@@ -96,13 +100,20 @@ INLINE void SUFFIX(q4_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *
     UNROLL
     for (int j = 0; j < T; j++) s[j] = _mm256_add_epi32(_mm256_madd_epi16(p[j], ones), _mm256_set1_epi32(as[j]));
 #endif
+#undef Q4_NIBBLES
     SUFFIX(block_scale8)(acc, dw, ad, s, T);
+}
+INLINE void SUFFIX(q4_core_p)(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t *as, const float *ad, const int T,
+                               __m256 *acc) {
+    SUFFIX(q4_core)(sc, cq, aq, as, ad, T, acc, 0);
 }
 
 /* ---- Q8_0 ---- */
+/* As q4_core; with U (plain only, q8_unpack8) sc holds float scales and cq each chunk's weights
+ * w (codes ^ 0x80) then |w|, 32 bytes each. */
 INLINE void SUFFIX(q8_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t *as, const float *ad, const int T,
-                             __m256 *acc) {
-    const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sc));
+                             __m256 *acc, const int U) {
+    const __m256 dw = U ? _mm256_load_ps((const float *)sc) : _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)sc));
     __m256i s[4];
     UNROLL
     for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(as[j]);
@@ -111,12 +122,13 @@ INLINE void SUFFIX(q8_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *
 #endif
     UNROLL
     for (int c = 0; c < 8; c++) {
-        const __m256i u = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
 #if VNNI
+        const __m256i u = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
         UNROLL
         for (int j = 0; j < T; j++) s[j] = DPBUSD(s[j], u, SUFFIX(bc32)(aq + 32 * j + 4 * c));
 #else
-        const __m256i w = _mm256_xor_si256(u, x80), aw = _mm256_abs_epi8(w);
+        const __m256i w = U ? _mm256_load_si256((const __m256i *)(cq + 64 * c)) : _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(cq + 64 * c)), x80);
+        const __m256i aw = U ? _mm256_load_si256((const __m256i *)(cq + 64 * c + 32)) : _mm256_abs_epi8(w);
         UNROLL
         for (int j = 0; j < T; j++) {
             const __m256i sa = _mm256_sign_epi8(SUFFIX(bc32)(aq + 32 * j + 4 * c), w);
@@ -125,6 +137,10 @@ INLINE void SUFFIX(q8_core)(const uint8_t *sc, const uint8_t *cq, const int8_t *
 #endif
     }
     SUFFIX(block_scale8)(acc, dw, ad, s, T);
+}
+INLINE void SUFFIX(q8_core_p)(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t *as, const float *ad, const int T,
+                               __m256 *acc) {
+    SUFFIX(q8_core)(sc, cq, aq, as, ad, T, acc, 0);
 }
 
 /* ---- Q4_K ---- */
@@ -401,27 +417,46 @@ typedef void (*SUFFIX(pair_fn))(const uint8_t *, const uint8_t *, int64_t, int, 
             for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, tile, (grp, nu, hf, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1); \
         }                                                                                                      \
     }
-R8_TILE(SUFFIX(q4_tile), SUFFIX(q4_core), 256, 5, Q35_DT_Q4_0)
-R8_TILE(SUFFIX(q8_tile), SUFFIX(q8_core), 512, 9, Q35_DT_Q8_0)
-R8_WALK(SUFFIX(q4_pair), SUFFIX(q4_core), 256, 5, Q35_DT_Q4_0, 2)
-R8_WALK(SUFFIX(q8_pair), SUFFIX(q8_core), 512, 9, Q35_DT_Q8_0, 2)
-R8_WALK(SUFFIX(q4_one), SUFFIX(q4_core), 256, 5, Q35_DT_Q4_0, 1)
-R8_WALK(SUFFIX(q8_one), SUFFIX(q8_core), 512, 9, Q35_DT_Q8_0, 1)
-R8_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(q4_tile), SUFFIX(q4_pair), SUFFIX(q4_one), j->cols / 32)
+R8_TILE(SUFFIX(q4_tile), SUFFIX(q4_core_p), 256, 5, Q35_DT_Q4_0)
+R8_TILE(SUFFIX(q8_tile), SUFFIX(q8_core_p), 512, 9, Q35_DT_Q8_0)
+R8_WALK(SUFFIX(q4_pair), SUFFIX(q4_core_p), 256, 5, Q35_DT_Q4_0, 2)
+R8_WALK(SUFFIX(q8_pair), SUFFIX(q8_core_p), 512, 9, Q35_DT_Q8_0, 2)
+R8_WALK(SUFFIX(q4_one), SUFFIX(q4_core_p), 256, 5, Q35_DT_Q4_0, 1)
+R8_WALK(SUFFIX(q8_one), SUFFIX(q8_core_p), 512, 9, Q35_DT_Q8_0, 1)
+R8_DRIVER(SUFFIX(mm_q4_r16_dec), SUFFIX(q4_tile), SUFFIX(q4_pair), SUFFIX(q4_one), j->cols / 32)
 R8_DRIVER(SUFFIX(mm_q8_r16_dec), SUFFIX(q8_tile), SUFFIX(q8_pair), SUFFIX(q8_one), j->cols / 32)
 
-#if !VNNI
-/* Q8_0 prompts without VNNI: each 8-row half group's weights and their absolute values kept once
- * (per block: 8 chunks of [w 32 | |w| 32] bytes, then the 8 rows' scales as floats), not made
- * again for every 4-token tile (an xor and an abs per chunk, ~10% of the tile's work). */
-enum { Q8_UBLK = 544, Q8_UMAX_NB = 192, Q8_UMIN_N = 8 }; /* 192 blocks: 6144 columns, 102 KiB */
+/* Block-32 prompts (n >= 8): each 8-row half group's blocks made ready once into a stack buffer,
+ * not again for every 4-token tile, where it took 10-20% of the tile's work: Q4_0/Q4R's nibbles
+ * masked apart (an and, a shift and an and per chunk), plain Q8_0's weights and their absolute
+ * values (an xor and an abs). A block is UBLK bytes: its chunks as q4_core / q8_core read them
+ * with U, then the 8 rows' scales as floats. AVX-VNNI Q8_0 multiplies the stored codes as they are. */
+enum { U_MAX_NB = 192, U_MIN_N = 8 }; /* 192 blocks: 6144 columns */
 
+static void SUFFIX(q4_unpack8)(const uint8_t *grp, int64_t nb, int hf, uint8_t *u) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {
+        const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, 256);
+        const uint8_t *sp = grp + off + 16 * hf, *cp = grp + off + q35_r16_run_scale_bytes(len) + 32 * hf;
+        for (int64_t i = 0; i < len; i++, u += 288) {
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(cp + 256 * i + 64 * c));
+                _mm256_store_si256((__m256i *)(u + 64 * c), _mm256_and_si256(v, m4));
+                _mm256_store_si256((__m256i *)(u + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+            }
+            _mm256_store_ps((float *)(u + 256), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sp + 32 * i))));
+        }
+    }
+}
+
+#if !VNNI
 static void q8_unpack8(const uint8_t *grp, int64_t nb, int hf, uint8_t *u) {
     const __m256i x80 = _mm256_set1_epi8((char)0x80);
     for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {
         const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, 512);
         const uint8_t *sp = grp + off + 16 * hf, *cp = grp + off + q35_r16_run_scale_bytes(len) + 32 * hf;
-        for (int64_t i = 0; i < len; i++, u += Q8_UBLK) {
+        for (int64_t i = 0; i < len; i++, u += 544) {
             UNROLL
             for (int c = 0; c < 8; c++) {
                 const __m256i w = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(cp + 512 * i + 64 * c)), x80);
@@ -432,50 +467,44 @@ static void q8_unpack8(const uint8_t *grp, int64_t nb, int hf, uint8_t *u) {
         }
     }
 }
+#endif
 
-INLINE void q8_tile_u(const uint8_t *u, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
-                      int64_t r0, int64_t r1) {
-    __m256 acc[4];
-    UNROLL
-    for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
-    const size_t an = (size_t)a->n;
-    const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */
-    const int32_t *as = a->s + t0;
-    const float *ad = a->d + t0;
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int64_t b = 0; b < nb; b++, u += Q8_UBLK, aq += 32 * an, as += an, ad += an) {
-        __m256i s[4];
-        UNROLL
-        for (int j = 0; j < T; j++) s[j] = _mm256_set1_epi32(as[j]);
-        UNROLL
-        for (int c = 0; c < 8; c++) {
-            const __m256i w = _mm256_load_si256((const __m256i *)(u + 64 * c)), aw = _mm256_load_si256((const __m256i *)(u + 64 * c + 32));
-            UNROLL
-            for (int j = 0; j < T; j++) {
-                const __m256i sa = _mm256_sign_epi8(bc32_plain(aq + 32 * j + 4 * c), w);
-                s[j] = _mm256_add_epi32(s[j], _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sa), ones));
-            }
-        }
-        block_scale8_plain(acc, _mm256_load_ps((const float *)(u + 512)), ad, s, T);
+/* T tokens from t0 over the nb unpacked blocks at u (UBLK bytes each, scales at QB). */
+#define U_TILE(name, core, UBLK, QB)                                                                           \
+    INLINE void name(const uint8_t *u, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase, \
+                     int64_t r0, int64_t r1) {                                                                  \
+        __m256 acc[4];                                                                                         \
+        UNROLL                                                                                                 \
+        for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();                                              \
+        const size_t an = (size_t)a->n;                                                                        \
+        const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */                                           \
+        const int32_t *as = a->s + t0;                                                                         \
+        const float *ad = a->d + t0;                                                                           \
+        for (int64_t b = 0; b < nb; b++, u += UBLK, aq += 32 * an, as += an, ad += an) core(u + QB, u, aq, as, ad, T, acc, 1); \
+        UNROLL                                                                                                 \
+        for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);       \
     }
-    UNROLL
-    for (int j = 0; j < T; j++) store8_plain(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
-}
-
-static void mm_q8_r16_plain(const q35_mm_job *j, int64_t r0, int64_t r1) {
-    const int64_t nb = j->cols / 32;
-    if (j->n < Q8_UMIN_N || nb > Q8_UMAX_NB) {
-        mm_q8_r16_dec_plain(j, r0, r1);
-        return;
+/* Prompts of U_MIN_N tokens or more over rows of up to U_MAX_NB blocks unpack each half group
+ * once; the rest go through dec, whose tiles make each block ready inline. */
+#define U_DRIVER(name, dec, unpack, tile, UBLK)                                                                \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
+        const int64_t nb = j->cols / 32;                                                                       \
+        if (j->n < U_MIN_N || nb > U_MAX_NB) {                                                                 \
+            dec(j, r0, r1);                                                                                    \
+            return;                                                                                            \
+        }                                                                                                      \
+        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
+        _Alignas(32) uint8_t u[U_MAX_NB * UBLK]; /* [block][UBLK]: one half group */                          \
+        for (int64_t h = r0 / 8; h * 8 < r1; h++) {                                                            \
+            unpack(j->w + (size_t)(h / 2) * gb, nb, (int)(h & 1), u);                                           \
+            for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, tile, (u, nb, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1); \
+        }                                                                                                      \
     }
-    const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);
-    _Alignas(32) uint8_t u[Q8_UMAX_NB * Q8_UBLK]; /* [block][544]: one half group */
-    for (int64_t h = r0 / 8; h * 8 < r1; h++) {
-        const uint8_t *grp = j->w + (size_t)(h / 2) * gb;
-        q8_unpack8(grp, nb, (int)(h & 1), u);
-        for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, q8_tile_u, (u, nb, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1);
-    }
-}
+U_TILE(SUFFIX(q4_tile_u), SUFFIX(q4_core), 288, 256)
+U_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(mm_q4_r16_dec), SUFFIX(q4_unpack8), SUFFIX(q4_tile_u), 288) /* 54 KiB */
+#if !VNNI
+U_TILE(q8_tile_u, q8_core_plain, 544, 512)
+U_DRIVER(mm_q8_r16_plain, mm_q8_r16_dec_plain, q8_unpack8, q8_tile_u, 544) /* 102 KiB */
 #else
 #define mm_q8_r16_vnni mm_q8_r16_dec_vnni
 #endif
