@@ -365,16 +365,16 @@ static void matmul_many(void) {
     isa_use(keep);
 }
 
-/* Rows as long as the unpacking buffers (AMX, AVX2 Q8_0: 192 blocks; Q6_K: 24 super-blocks) and longer,
+/* Rows as long as the unpacking buffers (AMX and the unpacked tiles: 6144 columns) and longer,
  * and row ranges inside 16-row groups with a token tail: every ISA bitwise equal to the scalar
  * reference, rows outside the range untouched. */
 static void matmul_long_rows(void) {
     q35_isa isas[Q35_ISA_COUNT + 2];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
-    const q35_dtype dts[] = {Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4R, Q35_DT_Q4_K, Q35_DT_Q6_K, Q35_DT_Q6_K, Q35_DT_Q8_0};
-    const int64_t rows = 40, cmax = 6400, ncols[] = {6400, 6400, 6400, 6400, 6400, 6144, 6144};
-    const int n = 33; /* AMX: two tiles and a tail; AVX-512 Q6_K: unpacked from 32 tokens */
+    const q35_dtype dts[] = {Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4R, Q35_DT_Q4_K, Q35_DT_Q6_K, Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4_K, Q35_DT_Q6_K};
+    const int64_t rows = 40, cmax = 6400, ncols[] = {6400, 6400, 6400, 6400, 6400, 6144, 6144, 6144, 6144};
+    const int n = 97; /* AMX: six tiles and a tail; the unpacked tiles (up to 96 tokens for Q4_K) */
     float *X = malloc(sizeof(float) * (size_t)(n * cmax)), *ref = malloc(sizeof(float) * n * rows), *Y = malloc(sizeof(float) * n * rows);
     for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) {
         const int64_t cols = ncols[i];

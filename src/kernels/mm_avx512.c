@@ -69,12 +69,18 @@ INLINE __m512 q8_step1(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, i
 
 /* One Q4_0 / Q4R block (scales sc, chunks cq) times T > 1 tokens: their activation bytes aq[T][32],
  * sums as[T] and scales ad[T], added into acc[T]. */
-INLINE void q4_blk(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t *as, const float *ad, const int T, __m512 *acc) {
+INLINE void q4_blk_any(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t *as, const float *ad, const int T, __m512 *acc,
+                       const int U) {
     const __m512i m4 = _mm512_set1_epi8(15);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
+    const __m512 dw = U ? _mm512_load_ps((const float *)sc) : _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)sc));
     __m512i lo[4], hi[4];
     UNROLL
     for (int c = 0; c < 4; c++) {
+        if (U) { /* unpacked (q4_unpack): float scales at sc, each chunk's low then high nibbles at cq */
+            lo[c] = _mm512_load_si512((const void *)(cq + 128 * c));
+            hi[c] = _mm512_load_si512((const void *)(cq + 128 * c + 64));
+            continue;
+        }
         const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
         lo[c] = _mm512_and_si512(v, m4);
         hi[c] = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
@@ -90,6 +96,9 @@ INLINE void q4_blk(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const
         for (int j = 0; j < T; j++) s[j] = dpbusd_bc(s[j], hi[c], aq + 32 * j + 16 + 4 * c);
     }
     block_scale(acc, dw, ad, s, T);
+}
+INLINE void q4_blk(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t *as, const float *ad, const int T, __m512 *acc) {
+    q4_blk_any(sc, cq, aq, as, ad, T, acc, 0);
 }
 #define Q4_UNITS(cols) ((cols) / 32)
 #define Q4_PD q35_pf_for(Q35_DT_Q4_0)
@@ -120,7 +129,8 @@ INLINE void q8_blk(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const
 /* Sub-block s (32 columns) of the Q4_K super-block at p times T tokens (activation bytes aq[T][32],
  * scales ad[T], ds[T]): sa[j] += da x (sc x dot), ma[j] += m x ds, the reference's steps (ref.c).
  * sc x dot is below 2^24, so the float product of the exact float values is its (float)(sc * dot). */
-INLINE void q4k_sub(const uint8_t *p, int s, const int8_t *aq, const float *ad, const float *ds, const int T, __m512 *sa, __m512 *ma) {
+INLINE void q4k_sub_any(const uint8_t *p, int s, const int8_t *aq, const float *ad, const float *ds, const int T, __m512 *sa, __m512 *ma,
+                        const uint8_t *uc) {
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m512 scf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s))));
     const __m512 mf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s))));
@@ -130,8 +140,10 @@ INLINE void q4k_sub(const uint8_t *p, int s, const int8_t *aq, const float *ad, 
     for (int j = 0; j < T; j++) dots[j] = _mm512_setzero_si512();
     UNROLL
     for (int c = 0; c < 4; c++) {
-        const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
-        const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
+        /* uc: the sub-block unpacked (q4k_unpack), each chunk's low then high nibbles */
+        const __m512i v = uc ? _mm512_setzero_si512() : _mm512_loadu_si512((const void *)(cq + 64 * c));
+        const __m512i lo = uc ? _mm512_load_si512((const void *)(uc + 128 * c)) : _mm512_and_si512(v, m4);
+        const __m512i hi = uc ? _mm512_load_si512((const void *)(uc + 128 * c + 64)) : _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
         UNROLL
         for (int j = 0; j < T; j++) dots[j] = dpbusd_bc(dots[j], lo, aq + 32 * j + 4 * c);
         UNROLL
@@ -143,6 +155,9 @@ INLINE void q4k_sub(const uint8_t *p, int s, const int8_t *aq, const float *ad, 
         sa[j] = _mm512_fmadd_ps(_mm512_set1_ps(ad[j]), _mm512_mul_ps(_mm512_cvtepi32_ps(dots[j]), scf), sa[j]);
         ma[j] = _mm512_fmadd_ps(mf, _mm512_set1_ps(ds[j]), ma[j]);
     }
+}
+INLINE void q4k_sub(const uint8_t *p, int s, const int8_t *aq, const float *ad, const float *ds, const int T, __m512 *sa, __m512 *ma) {
+    q4k_sub_any(p, s, aq, ad, ds, T, sa, ma, NULL);
 }
 /* After a super-block's sub-blocks: acc = fma(d, sa, acc), then acc = fma(-dmin, ma, acc). */
 INLINE __m512 q4k_fold(const uint8_t *p, __m512 sa, __m512 ma, __m512 acc) {
@@ -377,42 +392,104 @@ typedef void (*one_token_fn)(const uint8_t *, const uint8_t *, int64_t, const q3
             for (int t0 = 0; t0 < j->n; t0 += 8) TILES8(j->n - t0, tile, (grp, nu, &j->a, t0), j->Y, j->rows, 16 * g, r0, r1); \
         }                                                                                                      \
     }
-R16_DRIVER(mm_q4_r16, q4_tile, q4_pair, q4_one, Q4_UNITS)
+R16_DRIVER(mm_q4_r16_dec, q4_tile, q4_pair, q4_one, Q4_UNITS)
 R16_DRIVER(mm_q8_r16, q8_tile, q8_pair, q8_one, Q8_UNITS)
-R16_DRIVER(mm_q4k_r16, q4k_tile, q4k_pair, NULL, Q4K_UNITS)
+R16_DRIVER(mm_q4k_r16_dec, q4k_tile, q4k_pair, NULL, Q4K_UNITS)
 R16_DRIVER(mm_q6k_r16_dec, q6k_tile, q6k_pair, NULL, Q6K_UNITS)
 
-/* Q6_K prompts: each group's codes decoded once (q35_q6k_codes512 into wq[block][8][64]), not once
- * per 8-token tile, where the decoding was ~2 of the ~16 vector operations per block and token.
- * The tile walks blocks, activations and scales by pointer; its steps are q6k_unit's. */
-enum { Q6K_UMAX_SB = 24, Q6K_UMIN_N = 32 }; /* 24 super-blocks: 6144 columns, 96 KiB; 24 tokens broke even */
+/* Prompts of MIN_N tokens or more over rows of up to U_MAX_COLS columns: each
+ * group's weights made ready once into a stack buffer (at most 110 KiB), not again for every 8-token
+ * tile, where it took 10-15% of the tile's vector operations: Q4_0/Q4R and Q4_K nibbles masked
+ * apart (an and, a shift and an and per chunk), Q6_K codes decoded (q35_q6k_codes512). The tiles
+ * walk the unpacked blocks, the activations and the packed scales by pointer; their steps are the
+ * packed tiles'. Shorter prompts and longer rows take those (mm_*_r16_dec). */
+enum { U_MAX_COLS = 6144 };
 
-static void q6k_unpack(const uint8_t *grp, int64_t nsb, uint8_t *wq) {
-    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
-    for (int64_t u = 0; u < 8 * nsb; u++) {
-        __m512i w[8];
-        q35_q6k_codes512(grp + 3360 * (u / 8) + 288 + 384 * (u % 8), m4, m30, w);
+static void q4_unpack(const uint8_t *grp, int64_t nb, uint8_t *u) { /* [block][576]: 4 x (lo, hi) chunks, float scales */
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {
+        const int64_t len = q35_r16_run_len(nb, b0);
+        const uint8_t *sp = grp + q35_r16_run_at(b0, 256), *cp = sp + q35_r16_run_scale_bytes(len);
+        for (int64_t i = 0; i < len; i++, u += 576) {
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m512i v = _mm512_loadu_si512((const void *)(cp + 256 * i + 64 * c));
+                _mm512_store_si512((void *)(u + 128 * c), _mm512_and_si512(v, m4));
+                _mm512_store_si512((void *)(u + 128 * c + 64), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+            }
+            _mm512_store_ps((float *)(u + 512), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sp + 32 * i))));
+        }
+    }
+}
+static void q4k_unpack(const uint8_t *grp, int64_t nb, uint8_t *u) { /* [sub-block][512]: 4 x (lo, hi) chunks */
+    const __m512i m4 = _mm512_set1_epi8(15);
+    for (int64_t b = 0; b < nb; b++, u += 512) {
+        const uint8_t *cq = grp + 2368 * (b / 8) + 320 + 256 * (b % 8);
         UNROLL
-        for (int c = 0; c < 8; c++) _mm512_store_si512((void *)(wq + 512 * u + 64 * c), w[c]);
+        for (int c = 0; c < 4; c++) {
+            const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
+            _mm512_store_si512((void *)(u + 128 * c), _mm512_and_si512(v, m4));
+            _mm512_store_si512((void *)(u + 128 * c + 64), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+        }
+    }
+}
+static void q6k_unpack(const uint8_t *grp, int64_t nb, uint8_t *u) { /* [block][512]: w[8] codes 0..63 */
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t b = 0; b < nb; b++, u += 512) {
+        __m512i w[8];
+        q35_q6k_codes512(grp + 3360 * (b / 8) + 288 + 384 * (b % 8), m4, m30, w);
+        UNROLL
+        for (int c = 0; c < 8; c++) _mm512_store_si512((void *)(u + 64 * c), w[c]);
     }
 }
 
-INLINE void q6k_tile_u(const uint8_t *grp, const uint8_t *wq, int64_t nsb, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
-                       int64_t rbase, int64_t r0, int64_t r1) {
+/* The unpacked tiles: T tokens from t0 over the nb blocks at u. */
+INLINE void q4_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
+                      int64_t rbase, int64_t r0, int64_t r1) {
+    (void)grp;
     __m512 acc[8] = {0}; /* (all set: gcc 12 cannot see that only acc[0..T) are read) */
+    const size_t an = (size_t)a->n;
+    const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */
+    const int32_t *as = a->s + t0;
+    const float *ad = a->d + t0;
+    for (int64_t b = 0; b < nb; b++, u += 576, aq += 32 * an, as += an, ad += an) q4_blk_any(u + 512, u, aq, as, ad, T, acc, 1);
+    UNROLL
+    for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+INLINE void q4k_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
+                       int64_t rbase, int64_t r0, int64_t r1) {
+    __m512 acc[8] = {0};
+    const size_t an = (size_t)a->n;
+    const int8_t *aq = a->q + 32 * (size_t)t0;
+    const float *ad = a->d + t0, *ds = a->ds + t0;
+    for (int64_t sb = 0; sb < nb / 8; sb++) {
+        const uint8_t *p = grp + 2368 * sb;
+        __m512 sa[8], ma[8];
+        UNROLL
+        for (int j = 0; j < T; j++) sa[j] = ma[j] = _mm512_setzero_ps();
+        for (int s = 0; s < 8; s++, u += 512, aq += 32 * an, ad += an, ds += an) q4k_sub_any(p, s, aq, ad, ds, T, sa, ma, u);
+        UNROLL
+        for (int j = 0; j < T; j++) acc[j] = q4k_fold(p, sa[j], ma[j], acc[j]);
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+INLINE void q6k_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
+                       int64_t rbase, int64_t r0, int64_t r1) {
+    __m512 acc[8] = {0};
     const size_t an = (size_t)a->n;
     const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */
     const int16_t *ah = a->h + 2 * (size_t)t0; /* [nb][n][2] */
     const float *ad = a->d + t0;
-    for (int64_t sb = 0; sb < nsb; sb++) {
+    for (int64_t sb = 0; sb < nb / 8; sb++) {
         const uint8_t *p = grp + 3360 * sb;
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-        for (int s = 0; s < 8; s++, wq += 512, aq += 32 * an, ah += 2 * an, ad += an) {
+        for (int s = 0; s < 8; s++, u += 512, aq += 32 * an, ah += 2 * an, ad += an) {
             const __m512 sc0f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s)))));
             const __m512 sc1f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1)))));
             __m512i w[8];
             UNROLL
-            for (int c = 0; c < 8; c++) w[c] = _mm512_load_si512((const void *)(wq + 64 * c));
+            for (int c = 0; c < 8; c++) w[c] = _mm512_load_si512((const void *)(u + 64 * c));
             UNROLL
             for (int j = 0; j < T; j++) {
                 __m512i s0 = _mm512_set1_epi32(-32 * ah[2 * j]), s1 = _mm512_set1_epi32(-32 * ah[2 * j + 1]);
@@ -430,22 +507,27 @@ INLINE void q6k_tile_u(const uint8_t *grp, const uint8_t *wq, int64_t nsb, const
     for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
 }
 
-/* Prompts of Q6K_UMIN_N tokens or more over rows of up to Q6K_UMAX_SB super-blocks unpack each
- * group once; the rest go through mm_q6k_r16_dec's tiles, which decode inline. */
-static void mm_q6k_r16(const q35_mm_job *j, int64_t r0, int64_t r1) {
-    const int64_t nsb = j->cols / 256;
-    if (j->n < Q6K_UMIN_N || nsb > Q6K_UMAX_SB) {
-        mm_q6k_r16_dec(j, r0, r1);
-        return;
+#define U_DRIVER(name, dec, unpack, tile, UBLK, MIN_N)                                                         \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
+        if (j->n < MIN_N || j->cols > U_MAX_COLS) {                                                            \
+            dec(j, r0, r1);                                                                                    \
+            return;                                                                                            \
+        }                                                                                                      \
+        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
+        const int64_t nb = j->cols / 32;                                                                       \
+        _Alignas(64) uint8_t u[U_MAX_COLS / 32 * UBLK]; /* [block][UBLK] of one group */                      \
+        for (int64_t g = r0 / 16; g * 16 < r1; g++) {                                                          \
+            const uint8_t *grp = j->w + (size_t)g * gb;                                                        \
+            unpack(grp, nb, u);                                                                                \
+            for (int t0 = 0; t0 < j->n; t0 += 8) TILES8(j->n - t0, tile, (grp, u, nb, &j->a, t0), j->Y, j->rows, 16 * g, r0, r1); \
+        }                                                                                                      \
     }
-    const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);
-    _Alignas(64) uint8_t wq[Q6K_UMAX_SB * 8 * 512]; /* [block][8][64] codes 0..63 of one group */
-    for (int64_t g = r0 / 16; g * 16 < r1; g++) {
-        const uint8_t *grp = j->w + (size_t)g * gb;
-        q6k_unpack(grp, nsb, wq);
-        for (int t0 = 0; t0 < j->n; t0 += 8) TILES8(j->n - t0, q6k_tile_u, (grp, wq, nsb, &j->a, t0), j->Y, j->rows, 16 * g, r0, r1);
-    }
-}
+/* MIN_N: bench_kernels -i avx512 with Q35_AMX=0, 1 thread, unpacked against packed tiles (GFLOP/s):
+ * Q4_0 n=32 306-313 / 315-320, n=48 341 / 329-331; Q4_K n=48 298 / 310-312, n=64 308-321 /
+ * 306-315, n=128 318-330 / 299-304; Q6_K n=24 197-199 / 192-198, n=32 214-218 / 207-212. */
+U_DRIVER(mm_q4_r16, mm_q4_r16_dec, q4_unpack, q4_tile_u, 576, 48)
+U_DRIVER(mm_q4k_r16, mm_q4k_r16_dec, q4k_unpack, q4k_tile_u, 512, 96)
+U_DRIVER(mm_q6k_r16, mm_q6k_r16_dec, q6k_unpack, q6k_tile_u, 512, 32)
 
 /* ---- float formats, row-major: 4 rows x up to 4 tokens per tile ---- */
 
