@@ -144,8 +144,10 @@ INLINE void SUFFIX(q8_core_p)(const uint8_t *sc, const uint8_t *cq, const int8_t
 }
 
 /* ---- Q4_K ---- */
-INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
-                             int64_t rbase, int64_t r0, int64_t r1) {
+/* u: the half group unpacked (q4k_unpack8: per sub-block, each chunk's low then high nibbles, 32
+ * bytes each), or NULL to mask the nibbles apart here. */
+INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, const uint8_t *u, int64_t nsb, int hf, const q35_act *a, int t0, const int T, float *Y,
+                             int64_t rows, int64_t rbase, int64_t r0, int64_t r1) {
     __m256 acc[4];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
@@ -171,10 +173,12 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
             __m256i dot[4];
             UNROLL
             for (int j = 0; j < T; j++) dot[j] = _mm256_setzero_si256();
+            const uint8_t *us = u ? u + 256 * (8 * sb + s) : NULL;
             UNROLL
             for (int c = 0; c < 4; c++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
-                const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+                const __m256i v = us ? _mm256_setzero_si256() : _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
+                const __m256i lo = us ? _mm256_load_si256((const __m256i *)(us + 64 * c)) : _mm256_and_si256(v, m4);
+                const __m256i hi = us ? _mm256_load_si256((const __m256i *)(us + 64 * c + 32)) : _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                 UNROLL
                 for (int j = 0; j < T; j++) {
 #if VNNI
@@ -508,7 +512,11 @@ U_DRIVER(mm_q8_r16_plain, mm_q8_r16_dec_plain, q8_unpack8, q8_tile_u, 544) /* 10
 #else
 #define mm_q8_r16_vnni mm_q8_r16_dec_vnni
 #endif
-R8_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(q4k_tile), NULL, NULL, j->cols / 256)
+INLINE void SUFFIX(q4k_tile_p)(const uint8_t *grp, int64_t nsb, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
+                               int64_t rbase, int64_t r0, int64_t r1) {
+    SUFFIX(q4k_tile)(grp, NULL, nsb, hf, a, t0, T, Y, rows, rbase, r0, r1);
+}
+R8_DRIVER(SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_tile_p), NULL, NULL, j->cols / 256)
 R8_DRIVER(SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_tile), NULL, NULL, j->cols / 256)
 
 /* Q6_K prompts: each 8-row half group's codes decoded once, not once per token tile. The
@@ -517,7 +525,7 @@ R8_DRIVER(SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_tile), NULL, NULL, j->cols / 256)
  * as the tiles read them, [half 0/1][chunk 0..3] 32 bytes each (values 16 half + 4 c + i of the 8
  * rows), then its scales: plain, sc[2s] and sc[2s+1] in both 16-bit halves of each row's lane and
  * (-32 sc[2s], -32 sc[2s+1]) as a 16-bit pair; with VNNI, sc[2s] and sc[2s+1] as floats. */
-enum { Q6K_USUB = 352, Q6K_UMAX_SB = 24, Q6K_UMIN_N = 8 }; /* 24 super-blocks: 6144 columns, 66 KiB */
+enum { Q6K_USUB = 352, K_UMAX_SB = 24 }; /* 24 super-blocks: 6144 columns */
 
 static void SUFFIX(q6k_unpack8)(const uint8_t *grp, int64_t nsb, int hf, uint8_t *u) {
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
@@ -624,23 +632,41 @@ INLINE void SUFFIX(q6k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
     for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
 }
 
-/* Q6_K: prompts of Q6K_UMIN_N tokens or more over rows of up to Q6K_UMAX_SB super-blocks unpack
- * each half group once (above); the rest go through mm_q6k_r16_dec's tiles, which decode inline. */
-static void SUFFIX(mm_q6k_r16)(const q35_mm_job *j, int64_t r0, int64_t r1) {
-    const int64_t nsb = j->cols / 256;
-    if (j->n < Q6K_UMIN_N || nsb > Q6K_UMAX_SB) {
-        SUFFIX(mm_q6k_r16_dec)(j, r0, r1);
-        return;
-    }
-    const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);
-    _Alignas(32) uint8_t u[Q6K_UMAX_SB * 8 * Q6K_USUB]; /* [sub-block][352]: one half group */
-    for (int64_t h = r0 / 8; h * 8 < r1; h++) {
-        const uint8_t *grp = j->w + (size_t)(h / 2) * gb;
-        const int hf = (int)(h & 1);
-        SUFFIX(q6k_unpack8)(grp, nsb, hf, u);
-        for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, SUFFIX(q6k_tile_u), (grp, u, nsb, hf, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1);
+static void SUFFIX(q4k_unpack8)(const uint8_t *grp, int64_t nsb, int hf, uint8_t *u) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    for (int64_t b = 0; b < 8 * nsb; b++, u += 256) {
+        const uint8_t *cq = grp + 2368 * (b / 8) + 320 + 256 * (b % 8) + 32 * hf;
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
+            _mm256_store_si256((__m256i *)(u + 64 * c), _mm256_and_si256(v, m4));
+            _mm256_store_si256((__m256i *)(u + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+        }
     }
 }
+
+/* K formats: prompts of MIN_N tokens or more over rows of up to K_UMAX_SB super-blocks unpack
+ * each half group once (USB bytes a sub-block); the rest go through dec's tiles, which decode
+ * inline. MIN_N: bench_kernels -i avx2 -n 8, 1 thread, unpacked against packed tiles (GFLOP/s):
+ * Q6_K 83 / 70 plain, 96 / 90 AVX-VNNI; Q4_K 109 / 113, 125 / 135 (n=16: 133 / 124, 158 / 154). */
+#define K_DRIVER(name, dec, unpack, tile, USB, MIN_N)                                                          \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
+        const int64_t nsb = j->cols / 256;                                                                     \
+        if (j->n < MIN_N || nsb > K_UMAX_SB) {                                                                 \
+            dec(j, r0, r1);                                                                                    \
+            return;                                                                                            \
+        }                                                                                                      \
+        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
+        _Alignas(32) uint8_t u[K_UMAX_SB * 8 * USB]; /* [sub-block][USB]: one half group */                 \
+        for (int64_t h = r0 / 8; h * 8 < r1; h++) {                                                            \
+            const uint8_t *grp = j->w + (size_t)(h / 2) * gb;                                                  \
+            const int hf = (int)(h & 1);                                                                       \
+            unpack(grp, nsb, hf, u);                                                                           \
+            for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, tile, (grp, u, nsb, hf, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1); \
+        }                                                                                                      \
+    }
+K_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_unpack8), SUFFIX(q6k_tile_u), Q6K_USUB, 8) /* 66 KiB */
+K_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_unpack8), SUFFIX(q4k_tile), 256, 16)     /* 48 KiB */
 
 /* ---- float formats (row-major): 4 rows x up to 2 tokens ---- */
 #if !VNNI
