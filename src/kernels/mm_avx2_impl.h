@@ -437,18 +437,24 @@ R8_DRIVER(SUFFIX(mm_q8_r16_dec), SUFFIX(q8_tile), SUFFIX(q8_pair), SUFFIX(q8_one
  * with U, then the 8 rows' scales as floats. AVX-VNNI Q8_0 multiplies the stored codes as they are. */
 enum { U_MAX_NB = 192, U_MIN_N = 8 }; /* 192 blocks: 6144 columns */
 
-static void SUFFIX(q4_unpack8)(const uint8_t *grp, int64_t nb, int hf, uint8_t *u) {
+/* The 4 chunks of a 32-value block's half (chunk c at cq + 64 c) as low then high nibbles, 32
+ * bytes each, at u + 64 c (Q4_0/Q4R blocks and Q4_K sub-blocks alike). */
+INLINE void SUFFIX(nibbles4)(const uint8_t *cq, uint8_t *u) {
     const __m256i m4 = _mm256_set1_epi8(15);
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
+        _mm256_store_si256((__m256i *)(u + 64 * c), _mm256_and_si256(v, m4));
+        _mm256_store_si256((__m256i *)(u + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
+    }
+}
+
+static void SUFFIX(q4_unpack8)(const uint8_t *grp, int64_t nb, int hf, uint8_t *u) {
     for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {
         const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, 256);
         const uint8_t *sp = grp + off + 16 * hf, *cp = grp + off + q35_r16_run_scale_bytes(len) + 32 * hf;
         for (int64_t i = 0; i < len; i++, u += 288) {
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                const __m256i v = _mm256_loadu_si256((const __m256i *)(cp + 256 * i + 64 * c));
-                _mm256_store_si256((__m256i *)(u + 64 * c), _mm256_and_si256(v, m4));
-                _mm256_store_si256((__m256i *)(u + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-            }
+            SUFFIX(nibbles4)(cp + 256 * i, u);
             _mm256_store_ps((float *)(u + 256), _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(sp + 32 * i))));
         }
     }
@@ -633,16 +639,7 @@ INLINE void SUFFIX(q6k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
 }
 
 static void SUFFIX(q4k_unpack8)(const uint8_t *grp, int64_t nsb, int hf, uint8_t *u) {
-    const __m256i m4 = _mm256_set1_epi8(15);
-    for (int64_t b = 0; b < 8 * nsb; b++, u += 256) {
-        const uint8_t *cq = grp + 2368 * (b / 8) + 320 + 256 * (b % 8) + 32 * hf;
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c));
-            _mm256_store_si256((__m256i *)(u + 64 * c), _mm256_and_si256(v, m4));
-            _mm256_store_si256((__m256i *)(u + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(v, 4), m4));
-        }
-    }
+    for (int64_t b = 0; b < 8 * nsb; b++, u += 256) SUFFIX(nibbles4)(grp + 2368 * (b / 8) + 320 + 256 * (b % 8) + 32 * hf, u);
 }
 
 /* K formats: prompts of MIN_N tokens or more over rows of up to K_UMAX_SB super-blocks unpack

@@ -405,33 +405,29 @@ R16_DRIVER(mm_q6k_r16_dec, q6k_tile, q6k_pair, NULL, Q6K_UNITS)
  * packed tiles'. Shorter prompts and longer rows take those (mm_*_r16_dec). */
 enum { U_MAX_COLS = 6144 };
 
-static void q4_unpack(const uint8_t *grp, int64_t nb, uint8_t *u) { /* [block][576]: 4 x (lo, hi) chunks, float scales */
+/* A block's 4 chunks (chunk c at cq + 64 c) as low then high nibbles, 64 bytes each, at u + 128 c
+ * (Q4_0/Q4R blocks and Q4_K sub-blocks alike). */
+INLINE void nibbles4(const uint8_t *cq, uint8_t *u) {
     const __m512i m4 = _mm512_set1_epi8(15);
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
+        _mm512_store_si512((void *)(u + 128 * c), _mm512_and_si512(v, m4));
+        _mm512_store_si512((void *)(u + 128 * c + 64), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
+    }
+}
+static void q4_unpack(const uint8_t *grp, int64_t nb, uint8_t *u) { /* [block][576]: 4 x (lo, hi) chunks, float scales */
     for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {
         const int64_t len = q35_r16_run_len(nb, b0);
         const uint8_t *sp = grp + q35_r16_run_at(b0, 256), *cp = sp + q35_r16_run_scale_bytes(len);
         for (int64_t i = 0; i < len; i++, u += 576) {
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                const __m512i v = _mm512_loadu_si512((const void *)(cp + 256 * i + 64 * c));
-                _mm512_store_si512((void *)(u + 128 * c), _mm512_and_si512(v, m4));
-                _mm512_store_si512((void *)(u + 128 * c + 64), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-            }
+            nibbles4(cp + 256 * i, u);
             _mm512_store_ps((float *)(u + 512), _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(sp + 32 * i))));
         }
     }
 }
 static void q4k_unpack(const uint8_t *grp, int64_t nb, uint8_t *u) { /* [sub-block][512]: 4 x (lo, hi) chunks */
-    const __m512i m4 = _mm512_set1_epi8(15);
-    for (int64_t b = 0; b < nb; b++, u += 512) {
-        const uint8_t *cq = grp + 2368 * (b / 8) + 320 + 256 * (b % 8);
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            const __m512i v = _mm512_loadu_si512((const void *)(cq + 64 * c));
-            _mm512_store_si512((void *)(u + 128 * c), _mm512_and_si512(v, m4));
-            _mm512_store_si512((void *)(u + 128 * c + 64), _mm512_and_si512(_mm512_srli_epi16(v, 4), m4));
-        }
-    }
+    for (int64_t b = 0; b < nb; b++, u += 512) nibbles4(grp + 2368 * (b / 8) + 320 + 256 * (b % 8), u);
 }
 static void q6k_unpack(const uint8_t *grp, int64_t nb, uint8_t *u) { /* [block][512]: w[8] codes 0..63 */
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
