@@ -187,6 +187,27 @@ INLINE void q4k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
 
 /* ---- Q6_K, R16 (per super-block: d[16], sc[16][16], 8 x (L0..L3, H0, H1)) ---- */
 
+/* One block's products for T tokens: codes w[8] (q35_q6k_codes512), its scales sc0f, sc1f and the
+ * super-block's d; activation bytes aq[T][32] with their 16-value sums ah[T][2] and scales ad[T]
+ * (rows of the [nb][n][..] arrays, a token apart). */
+INLINE void q6k_dots(const __m512i *w, __m512 sc0f, __m512 sc1f, __m512 d, const int8_t *aq, const int16_t *ah, const float *ad, const int T,
+                     __m512 *acc) {
+    UNROLL
+    for (int j = 0; j < T; j++) {
+        __m512i s0 = _mm512_set1_epi32(-32 * ah[2 * j]);
+        __m512i s1 = _mm512_set1_epi32(-32 * ah[2 * j + 1]);
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            s0 = dpbusd_bc(s0, w[c], aq + 32 * j + 4 * c);
+            s1 = dpbusd_bc(s1, w[c + 4], aq + 32 * j + 16 + 4 * c);
+        }
+        /* (float)(sc0 x s0 + sc1 x s1) without vpmulld: both products and their sum are integers
+         * below 2^24 (ref.c), so the float product and the fused add of exact values are exact */
+        const __m512 isum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), sc0f, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), sc1f));
+        const __m512 f = _mm512_mul_ps(d, _mm512_set1_ps(ad[j]));
+        acc[j] = _mm512_fmadd_ps(f, isum, acc[j]);
+    }
+}
 INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *a, int t0, const int T, __m512 *acc, int64_t pfs,
                      q35_pf_dist pd) {
     (void)nsb;
@@ -200,22 +221,7 @@ INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
     __m512i w[8];
     q35_q6k_codes512(p + 288 + 384 * s, m4, m30, w);
     const size_t base = (size_t)u * a->n + t0;
-    const int8_t *aq = a->q + base * 32;
-    UNROLL
-    for (int j = 0; j < T; j++) {
-        __m512i s0 = _mm512_set1_epi32(-32 * a->h[2 * (base + j)]);
-        __m512i s1 = _mm512_set1_epi32(-32 * a->h[2 * (base + j) + 1]);
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            s0 = dpbusd_bc(s0, w[c], aq + 32 * j + 4 * c);
-            s1 = dpbusd_bc(s1, w[c + 4], aq + 32 * j + 16 + 4 * c);
-        }
-        /* (float)(sc0 x s0 + sc1 x s1) without vpmulld: both products and their sum are integers
-         * below 2^24 (ref.c), so the float product and the fused add of exact values are exact */
-        const __m512 isum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), sc0f, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), sc1f));
-        const __m512 f = _mm512_mul_ps(d, _mm512_set1_ps(a->d[base + j]));
-        acc[j] = _mm512_fmadd_ps(f, isum, acc[j]);
-    }
+    q6k_dots(w, sc0f, sc1f, d, a->q + base * 32, a->h + 2 * base, a->d + base, T, acc);
 }
 #define Q6K_UNITS(cols) ((cols) / 32)
 #define Q6K_PFS(nu) q35_pf_step(3360, 8)
@@ -486,17 +492,7 @@ INLINE void q6k_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q
             __m512i w[8];
             UNROLL
             for (int c = 0; c < 8; c++) w[c] = _mm512_load_si512((const void *)(u + 64 * c));
-            UNROLL
-            for (int j = 0; j < T; j++) {
-                __m512i s0 = _mm512_set1_epi32(-32 * ah[2 * j]), s1 = _mm512_set1_epi32(-32 * ah[2 * j + 1]);
-                UNROLL
-                for (int c = 0; c < 4; c++) {
-                    s0 = dpbusd_bc(s0, w[c], aq + 32 * j + 4 * c);
-                    s1 = dpbusd_bc(s1, w[c + 4], aq + 32 * j + 16 + 4 * c);
-                }
-                const __m512 isum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s0), sc0f, _mm512_mul_ps(_mm512_cvtepi32_ps(s1), sc1f));
-                acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(ad[j])), isum, acc[j]);
-            }
+            q6k_dots(w, sc0f, sc1f, d, aq, ah, ad, T, acc);
         }
     }
     UNROLL
