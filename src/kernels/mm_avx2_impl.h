@@ -435,7 +435,7 @@ R8_DRIVER(SUFFIX(mm_q8_r16_dec), SUFFIX(q8_tile), SUFFIX(q8_pair), SUFFIX(q8_one
  * masked apart (an and, a shift and an and per chunk), plain Q8_0's weights and their absolute
  * values (an xor and an abs). A block is UBLK bytes: its chunks as q4_core / q8_core read them
  * with U, then the 8 rows' scales as floats. AVX-VNNI Q8_0 multiplies the stored codes as they are. */
-enum { U_MAX_NB = 192, U_MIN_N = 8 }; /* 192 blocks: 6144 columns */
+enum { U_MAX_COLS = 6144 }; /* every matrix of the 0.8B and 2B models */
 
 /* The 4 chunks of a 32-value block's half (chunk c at cq + 64 c) as low then high nibbles, 32
  * bytes each, at u + 64 c (Q4_0/Q4R blocks and Q4_K sub-blocks alike). */
@@ -481,8 +481,9 @@ static void q8_unpack8(const uint8_t *grp, int64_t nb, int hf, uint8_t *u) {
 
 /* T tokens from t0 over the nb unpacked blocks at u (UBLK bytes each, scales at QB). */
 #define U_TILE(name, core, UBLK, QB)                                                                           \
-    INLINE void name(const uint8_t *u, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase, \
-                     int64_t r0, int64_t r1) {                                                                  \
+    INLINE void name(const uint8_t *grp, const uint8_t *u, int64_t nb, int hf, const q35_act *a, int t0, const int T, float *Y,    \
+                     int64_t rows, int64_t rbase, int64_t r0, int64_t r1) {                                     \
+        (void)grp, (void)hf;                                                                                   \
         __m256 acc[4];                                                                                         \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();                                              \
@@ -494,27 +495,32 @@ static void q8_unpack8(const uint8_t *grp, int64_t nb, int hf, uint8_t *u) {
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);       \
     }
-/* Prompts of U_MIN_N tokens or more over rows of up to U_MAX_NB blocks unpack each half group
- * once; the rest go through dec, whose tiles make each block ready inline. */
-#define U_DRIVER(name, dec, unpack, tile, UBLK)                                                                \
+/* Prompts of MIN_N tokens or more over rows of up to U_MAX_COLS columns unpack each half group
+ * once (UBLK bytes per 32 columns; unpack and tile take its units of UNIT columns: blocks, or
+ * super-blocks of the K formats); the rest go through dec, whose tiles make the weights ready
+ * inline. MIN_N: bench_kernels -i avx2 -n 8, 1 thread, unpacked against packed tiles (GFLOP/s):
+ * Q6_K 83 / 70 plain, 96 / 90 AVX-VNNI; Q4_K 109 / 113, 125 / 135 (n=16: 133 / 124, 158 / 154). */
+#define U_DRIVER(name, dec, unpack, tile, UNIT, UBLK, MIN_N)                                                   \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
-        const int64_t nb = j->cols / 32;                                                                       \
-        if (j->n < U_MIN_N || nb > U_MAX_NB) {                                                                 \
+        if (j->n < MIN_N || j->cols > U_MAX_COLS) {                                                            \
             dec(j, r0, r1);                                                                                    \
             return;                                                                                            \
         }                                                                                                      \
+        const int64_t nu = j->cols / UNIT;                                                                     \
         const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
-        _Alignas(32) uint8_t u[U_MAX_NB * UBLK]; /* [block][UBLK]: one half group */                          \
+        _Alignas(32) uint8_t u[U_MAX_COLS / 32 * UBLK]; /* one half group */                                  \
         for (int64_t h = r0 / 8; h * 8 < r1; h++) {                                                            \
-            unpack(j->w + (size_t)(h / 2) * gb, nb, (int)(h & 1), u);                                           \
-            for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, tile, (u, nb, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1); \
+            const uint8_t *grp = j->w + (size_t)(h / 2) * gb;                                                  \
+            const int hf = (int)(h & 1);                                                                       \
+            unpack(grp, nu, hf, u);                                                                            \
+            for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, tile, (grp, u, nu, hf, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1); \
         }                                                                                                      \
     }
 U_TILE(SUFFIX(q4_tile_u), SUFFIX(q4_core), 288, 256)
-U_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(mm_q4_r16_dec), SUFFIX(q4_unpack8), SUFFIX(q4_tile_u), 288) /* 54 KiB */
+U_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(mm_q4_r16_dec), SUFFIX(q4_unpack8), SUFFIX(q4_tile_u), 32, 288, 8) /* 54 KiB */
 #if !VNNI
 U_TILE(q8_tile_u, q8_core_plain, 544, 512)
-U_DRIVER(mm_q8_r16_plain, mm_q8_r16_dec_plain, q8_unpack8, q8_tile_u, 544) /* 102 KiB */
+U_DRIVER(mm_q8_r16_plain, mm_q8_r16_dec_plain, q8_unpack8, q8_tile_u, 32, 544, 8) /* 102 KiB */
 #else
 #define mm_q8_r16_vnni mm_q8_r16_dec_vnni
 #endif
@@ -531,7 +537,7 @@ R8_DRIVER(SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_tile), NULL, NULL, j->cols / 256)
  * as the tiles read them, [half 0/1][chunk 0..3] 32 bytes each (values 16 half + 4 c + i of the 8
  * rows), then its scales: plain, sc[2s] and sc[2s+1] in both 16-bit halves of each row's lane and
  * (-32 sc[2s], -32 sc[2s+1]) as a 16-bit pair; with VNNI, sc[2s] and sc[2s+1] as floats. */
-enum { Q6K_USUB = 352, K_UMAX_SB = 24 }; /* 24 super-blocks: 6144 columns */
+enum { Q6K_USUB = 352 };
 
 static void SUFFIX(q6k_unpack8)(const uint8_t *grp, int64_t nsb, int hf, uint8_t *u) {
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
@@ -642,28 +648,8 @@ static void SUFFIX(q4k_unpack8)(const uint8_t *grp, int64_t nsb, int hf, uint8_t
     for (int64_t b = 0; b < 8 * nsb; b++, u += 256) SUFFIX(nibbles4)(grp + 2368 * (b / 8) + 320 + 256 * (b % 8) + 32 * hf, u);
 }
 
-/* K formats: prompts of MIN_N tokens or more over rows of up to K_UMAX_SB super-blocks unpack
- * each half group once (USB bytes a sub-block); the rest go through dec's tiles, which decode
- * inline. MIN_N: bench_kernels -i avx2 -n 8, 1 thread, unpacked against packed tiles (GFLOP/s):
- * Q6_K 83 / 70 plain, 96 / 90 AVX-VNNI; Q4_K 109 / 113, 125 / 135 (n=16: 133 / 124, 158 / 154). */
-#define K_DRIVER(name, dec, unpack, tile, USB, MIN_N)                                                          \
-    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
-        const int64_t nsb = j->cols / 256;                                                                     \
-        if (j->n < MIN_N || nsb > K_UMAX_SB) {                                                                 \
-            dec(j, r0, r1);                                                                                    \
-            return;                                                                                            \
-        }                                                                                                      \
-        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
-        _Alignas(32) uint8_t u[K_UMAX_SB * 8 * USB]; /* [sub-block][USB]: one half group */                 \
-        for (int64_t h = r0 / 8; h * 8 < r1; h++) {                                                            \
-            const uint8_t *grp = j->w + (size_t)(h / 2) * gb;                                                  \
-            const int hf = (int)(h & 1);                                                                       \
-            unpack(grp, nsb, hf, u);                                                                           \
-            for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, tile, (grp, u, nsb, hf, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1); \
-        }                                                                                                      \
-    }
-K_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_unpack8), SUFFIX(q6k_tile_u), Q6K_USUB, 8) /* 66 KiB */
-K_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_unpack8), SUFFIX(q4k_tile), 256, 16)     /* 48 KiB */
+U_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_unpack8), SUFFIX(q6k_tile_u), 256, Q6K_USUB, 8) /* 66 KiB */
+U_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_unpack8), SUFFIX(q4k_tile), 256, 256, 16)       /* 48 KiB */
 
 /* ---- float formats (row-major): 4 rows x up to 2 tokens ---- */
 #if !VNNI
