@@ -106,7 +106,8 @@ static const char *isa_str(q35_isa i) {
     return i == (q35_isa)AVX2_PLAIN ? "avx2-maddubs" : i == (q35_isa)AVX512_NOAMX ? "avx512-vnni" : q35_isa_name(i);
 }
 
-static const int NS[] = {1, 2, 3, 7, 8, 16, 23, 33, 64}; /* AMX: tiles of 16 from 8 tokens, tails */
+/* AMX: tiles of 16 from 8 tokens; NEON with sdot: tiles of 8 from 8 tokens; every tail of 1-7 */
+static const int NS[] = {1, 2, 3, 7, 8, 11, 12, 16, 23, 26, 30, 33, 45, 64};
 static const int64_t ROWS[] = {1, 5, 16, 17, 31, 67};
 
 static void cols_for(q35_dtype dt, int64_t *c) {

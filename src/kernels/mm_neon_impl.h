@@ -191,6 +191,20 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
 }
 
 /* ---- Q6_K ---- */
+/* One sub-block's quarter: low bits L (chunk c at L + 64 c), high bits H: codes of values 4c..4c+3
+ * (lo[c]) and 16+4c.. (hi[c]). */
+INLINE void SUFFIX(q6k_codes)(const uint8_t *L, const uint8_t *H, uint8x16_t m4, uint8x16_t m30, int8x16_t *lo, int8x16_t *hi) {
+    const uint8x16_t h0 = vld1q_u8(H), h1 = vld1q_u8(H + 64);
+    const uint8x16_t t0l = vshlq_n_u8(h0, 4), t1l = vshlq_n_u8(h0, 2), t3l = vshrq_n_u8(h0, 2);
+    const uint8x16_t t0h = vshlq_n_u8(h1, 4), t1h = vshlq_n_u8(h1, 2), t3h = vshrq_n_u8(h1, 2);
+    const uint8x16_t tl[4] = {t0l, t1l, h0, t3l}, th[4] = {t0h, t1h, h1, t3h};
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const uint8x16_t v = vld1q_u8(L + 64 * c);
+        lo[c] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v, m4), vandq_u8(tl[c], m30)));
+        hi[c] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v, 4), vandq_u8(th[c], m30)));
+    }
+}
 INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
                      int64_t r0, int64_t r1) {
     float32x4_t acc[4];
@@ -206,17 +220,8 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
             const int32x4_t sc0 = s8x4_s32(p + 32 + 16 * (2 * s) + 4 * qt), sc1 = s8x4_s32(p + 32 + 16 * (2 * s + 1) + 4 * qt);
             const uint8_t *L = p + 288 + 384 * s + 16 * qt, *H = p + 288 + 384 * s + 256 + 16 * qt;
             if (T == 1 && !qt) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
-            const uint8x16_t h0 = vld1q_u8(H), h1 = vld1q_u8(H + 64);
-            const uint8x16_t t0l = vshlq_n_u8(h0, 4), t1l = vshlq_n_u8(h0, 2), t3l = vshrq_n_u8(h0, 2);
-            const uint8x16_t t0h = vshlq_n_u8(h1, 4), t1h = vshlq_n_u8(h1, 2), t3h = vshrq_n_u8(h1, 2);
-            const uint8x16_t tl[4] = {t0l, t1l, h0, t3l}, th[4] = {t0h, t1h, h1, t3h};
             int8x16_t lo[4], hi[4];
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                const uint8x16_t v = vld1q_u8(L + 64 * c);
-                lo[c] = vreinterpretq_s8_u8(vorrq_u8(vandq_u8(v, m4), vandq_u8(tl[c], m30)));
-                hi[c] = vreinterpretq_s8_u8(vorrq_u8(vshrq_n_u8(v, 4), vandq_u8(th[c], m30)));
-            }
+            SUFFIX(q6k_codes)(L, H, m4, m30, lo, hi);
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
             const int8_t *aq = a->q + base * 32;
             UNROLL
@@ -235,6 +240,28 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
     for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
 }
 
+/* tile(pre..., T, post...) for min(n, 4) tokens, T a constant in each copy; pre in parentheses. */
+#define TILE_ARGS(...) __VA_ARGS__
+#define TILES4(n, tile, pre, ...)                                \
+    switch ((n) < 4 ? (n) : 4) {                                 \
+    case 1: tile(TILE_ARGS pre, 1, __VA_ARGS__); break;          \
+    case 2: tile(TILE_ARGS pre, 2, __VA_ARGS__); break;          \
+    case 3: tile(TILE_ARGS pre, 3, __VA_ARGS__); break;          \
+    default: tile(TILE_ARGS pre, 4, __VA_ARGS__); break;         \
+    }
+#define TILES8(n, tile, pre, ...)                                \
+    switch ((n) < 8 ? (n) : 8) {                                 \
+    case 1: tile(TILE_ARGS pre, 1, __VA_ARGS__); break;          \
+    case 2: tile(TILE_ARGS pre, 2, __VA_ARGS__); break;          \
+    case 3: tile(TILE_ARGS pre, 3, __VA_ARGS__); break;          \
+    case 4: tile(TILE_ARGS pre, 4, __VA_ARGS__); break;          \
+    case 5: tile(TILE_ARGS pre, 5, __VA_ARGS__); break;          \
+    case 6: tile(TILE_ARGS pre, 6, __VA_ARGS__); break;          \
+    case 7: tile(TILE_ARGS pre, 7, __VA_ARGS__); break;          \
+    default: tile(TILE_ARGS pre, 8, __VA_ARGS__); break;         \
+    }
+
+/* Quarters of groups (4 rows) in turn, token tiles of up to 4, the weights made ready in each tile. */
 #define R4_DRIVER(name, tile, NB)                                                                              \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
         const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
@@ -242,20 +269,212 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
         for (int64_t h = r0 / 4; h * 4 < r1; h++) {                                                            \
             const uint8_t *grp = j->w + (size_t)(h / 4) * gb;                                                  \
             const int qt = (int)(h & 3);                                                                       \
-            for (int t0 = 0; t0 < j->n; t0 += 4) {                                                             \
-                switch (j->n - t0 < 4 ? j->n - t0 : 4) {                                                       \
-                case 1: tile(grp, nb, qt, &j->a, t0, 1, j->Y, j->rows, 4 * h, r0, r1); break;                   \
-                case 2: tile(grp, nb, qt, &j->a, t0, 2, j->Y, j->rows, 4 * h, r0, r1); break;                   \
-                case 3: tile(grp, nb, qt, &j->a, t0, 3, j->Y, j->rows, 4 * h, r0, r1); break;                   \
-                default: tile(grp, nb, qt, &j->a, t0, 4, j->Y, j->rows, 4 * h, r0, r1); break;                  \
-                }                                                                                              \
+            for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, tile, (grp, nb, qt, &j->a, t0), j->Y, j->rows, 4 * h, r0, r1); \
+        }                                                                                                      \
+    }
+R4_DRIVER(SUFFIX(mm_q4_r16_dec), SUFFIX(q4_tile), j->cols / 32)
+R4_DRIVER(SUFFIX(mm_q8_r16_dec), SUFFIX(q8_tile), j->cols / 32)
+R4_DRIVER(SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_tile), j->cols / 256)
+R4_DRIVER(SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_tile), j->cols / 256)
+
+/* Prompts: each quarter group's weights made ready once into a stack buffer, not again for every
+ * 4-token tile (as mm_avx2_impl.h's U_DRIVER): Q4_0/Q4R's and Q4_K's nibbles masked apart, Q6_K's
+ * codes put together, Q8_0's codes made signed. Block-32 formats: a block is 144 bytes, its 8
+ * vectors of 16 codes (Q4: the 4 chunks' low nibbles, then their high ones; Q8_0: the 8 chunks)
+ * then the 4 rows' scales as floats; K formats: 128 bytes per sub-block, the codes alone. */
+enum { U_MAX_COLS = 6144 }; /* every matrix of the 0.8B and 2B models */
+#ifndef U_MIN_N
+#define U_MIN_N 8
+#endif
+#if DOTPROD
+#define U_T 8
+#define U_TILES TILES8
+#else
+#define U_T 4
+#define U_TILES TILES4
+#endif
+
+/* The block-32 runs of a quarter group, by pointer: chunk(cq, u) makes one block's 128 code bytes
+ * (chunk c at cq + 64 c) at u. */
+#define B32_UNPACK(name, QB, chunk)                                                                            \
+    static void name(const uint8_t *grp, int64_t nb, int qt, uint8_t *u) {                                     \
+        for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                     \
+            const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, QB);                        \
+            const uint8_t *sp = grp + off + 8 * qt, *cp = grp + off + q35_r16_run_scale_bytes(len) + 16 * qt;  \
+            for (int64_t i = 0; i < len; i++, u += 144) {                                                      \
+                chunk(cp + QB * i, u);                                                                         \
+                vst1q_f32((float *)(void *)(u + 128), h4(sp + 32 * i));                                        \
             }                                                                                                  \
         }                                                                                                      \
     }
-R4_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(q4_tile), j->cols / 32)
-R4_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(q8_tile), j->cols / 32)
-R4_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(q4k_tile), j->cols / 256)
-R4_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(q6k_tile), j->cols / 256)
+/* 4 chunks of packed nibbles (chunk c at cq + 64 c): low nibbles at u + 16 c, high at u + 64 + 16 c. */
+INLINE void nibbles4(const uint8_t *cq, uint8_t *u) {
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const uint8x16_t v = vld1q_u8(cq + 64 * c);
+        vst1q_u8(u + 16 * c, vandq_u8(v, m4));
+        vst1q_u8(u + 64 + 16 * c, vshrq_n_u8(v, 4));
+    }
+}
+INLINE void q8_signed8(const uint8_t *cq, uint8_t *u) {
+    UNROLL
+    for (int c = 0; c < 8; c++) vst1q_u8(u + 16 * c, veorq_u8(vld1q_u8(cq + 64 * c), vdupq_n_u8(0x80)));
+}
+B32_UNPACK(SUFFIX(q4_unpack4), 256, nibbles4)
+B32_UNPACK(SUFFIX(q8_unpack4), 512, q8_signed8)
+static void SUFFIX(q4k_unpack4)(const uint8_t *grp, int64_t nsb, int qt, uint8_t *u) {
+    for (int64_t k = 0; k < 8 * nsb; k++, u += 128) nibbles4(grp + 2368 * (k / 8) + 320 + 256 * (k % 8) + 16 * qt, u);
+}
+static void SUFFIX(q6k_unpack4)(const uint8_t *grp, int64_t nsb, int qt, uint8_t *u) {
+    const uint8x16_t m4 = vdupq_n_u8(15), m30 = vdupq_n_u8(0x30);
+    for (int64_t k = 0; k < 8 * nsb; k++, u += 128) {
+        const uint8_t *L = grp + 3360 * (k / 8) + 288 + 384 * (k % 8) + 16 * qt;
+        int8x16_t lo[4], hi[4];
+        SUFFIX(q6k_codes)(L, L + 256, m4, m30, lo, hi);
+        UNROLL
+        for (int c = 0; c < 4; c++) vst1q_s8((int8_t *)u + 16 * c, lo[c]), vst1q_s8((int8_t *)u + 64 + 16 * c, hi[c]);
+    }
+}
+
+/* T tokens from t0 over the nb unpacked blocks at u (Q4_0/Q4R and Q8_0 alike: codes 0..3 meet the
+ * activation bytes 0..15, codes 4..7 the bytes 16..31). */
+INLINE void SUFFIX(b32_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nb, int qt, const q35_act *a, int t0, const int T, float *Y,
+                               int64_t rows, int64_t rbase, int64_t r0, int64_t r1) {
+    (void)grp, (void)qt;
+    float32x4_t acc[U_T];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
+    const size_t an = (size_t)a->n;
+    const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */
+    const int32_t *as = a->s + t0;
+    const float *ad = a->d + t0;
+    for (int64_t b = 0; b < nb; b++, u += 144, aq += 32 * an, as += an, ad += an) {
+        const float32x4_t dw = vld1q_f32((const float *)(const void *)(u + 128));
+        int8x16_t w[8];
+        UNROLL
+        for (int c = 0; c < 8; c++) w[c] = vld1q_s8((const int8_t *)u + 16 * c);
+        UNROLL
+        for (int j = 0; j < T; j++) {
+            const int8x16_t a0 = vld1q_s8(aq + 32 * j), a1 = vld1q_s8(aq + 32 * j + 16);
+            int32x4_t s = vdupq_n_s32(as[j]);
+            DOT4(s, w[0], w[1], w[2], w[3], a0);
+            DOT4(s, w[4], w[5], w[6], w[7], a1);
+            const float32x4_t f = vmulq_f32(dw, vdupq_n_f32(ad[j]));
+            acc[j] = vfmaq_f32(acc[j], f, vcvtq_f32_s32(s));
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* T tokens from t0 over the nsb super-blocks of a quarter group, their codes unpacked at u
+ * (q4k_unpack4), the rest read from grp; tokens' activations walked by pointer. The min term comes
+ * after the sub-blocks, as in mm_avx2_impl.h: fewer registers live in the loop. */
+INLINE void SUFFIX(q4k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb, int qt, const q35_act *a, int t0, const int T, float *Y,
+                               int64_t rows, int64_t rbase, int64_t r0, int64_t r1) {
+    float32x4_t acc[U_T];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
+    const size_t an = (size_t)a->n;
+    const int8_t *aq = a->q + 32 * (size_t)t0; /* [8 nsb][n][32] */
+    const float *ad = a->d + t0, *ds = a->ds + t0;
+    for (int64_t sb = 0; sb < nsb; sb++, ds += 8 * an) {
+        const uint8_t *p = grp + 2368 * sb;
+        float32x4_t sa[U_T]; /* the reference's super-block sums (ref.c) */
+        UNROLL
+        for (int j = 0; j < T; j++) sa[j] = vdupq_n_f32(0.0f);
+        for (int s = 0; s < 8; s++, u += 128, aq += 32 * an, ad += an) {
+            const int32x4_t sc = u8x4_s32(p + 64 + 16 * s + 4 * qt);
+            int8x16_t lo[4], hi[4];
+            UNROLL
+            for (int c = 0; c < 4; c++) lo[c] = vld1q_s8((const int8_t *)u + 16 * c), hi[c] = vld1q_s8((const int8_t *)u + 64 + 16 * c);
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                const int8x16_t a0 = vld1q_s8(aq + 32 * j), a1 = vld1q_s8(aq + 32 * j + 16);
+                int32x4_t dot = vdupq_n_s32(0);
+                DOT4(dot, lo[0], lo[1], lo[2], lo[3], a0);
+                DOT4(dot, hi[0], hi[1], hi[2], hi[3], a1);
+                sa[j] = vfmaq_f32(sa[j], vdupq_n_f32(ad[j]), vcvtq_f32_s32(vmulq_s32(dot, sc)));
+            }
+        }
+        float32x4_t ma[U_T];
+        UNROLL
+        for (int j = 0; j < T; j++) ma[j] = vdupq_n_f32(0.0f);
+        UNROLL
+        for (int k = 0; k < 8; k++) {
+            const float32x4_t mf = vcvtq_f32_s32(u8x4_s32(p + 192 + 16 * k + 4 * qt));
+            UNROLL
+            for (int j = 0; j < T; j++) ma[j] = vfmaq_f32(ma[j], mf, vdupq_n_f32(ds[(size_t)k * an + j]));
+        }
+        const float32x4_t d = h4(p + 8 * qt), dmin = h4(p + 32 + 8 * qt);
+        UNROLL
+        for (int j = 0; j < T; j++) {
+            acc[j] = vfmaq_f32(acc[j], d, sa[j]);
+            acc[j] = vfmsq_f32(acc[j], dmin, ma[j]);
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* As q4k_tile_u, for Q6_K (codes from q6k_unpack4). */
+INLINE void SUFFIX(q6k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb, int qt, const q35_act *a, int t0, const int T, float *Y,
+                               int64_t rows, int64_t rbase, int64_t r0, int64_t r1) {
+    float32x4_t acc[U_T];
+    UNROLL
+    for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
+    const size_t an = (size_t)a->n;
+    const int8_t *aq = a->q + 32 * (size_t)t0; /* [8 nsb][n][32] */
+    const float *ad = a->d + t0;
+    const int16_t *ah = a->h + 2 * (size_t)t0;
+    for (int64_t sb = 0; sb < nsb; sb++) {
+        const uint8_t *p = grp + 3360 * sb;
+        const float32x4_t d = h4(p + 8 * qt);
+        for (int s = 0; s < 8; s++, u += 128, aq += 32 * an, ad += an, ah += 2 * an) {
+            const int32x4_t sc0 = s8x4_s32(p + 32 + 16 * (2 * s) + 4 * qt), sc1 = s8x4_s32(p + 32 + 16 * (2 * s + 1) + 4 * qt);
+            int8x16_t lo[4], hi[4];
+            UNROLL
+            for (int c = 0; c < 4; c++) lo[c] = vld1q_s8((const int8_t *)u + 16 * c), hi[c] = vld1q_s8((const int8_t *)u + 64 + 16 * c);
+            UNROLL
+            for (int j = 0; j < T; j++) {
+                const int8x16_t a0 = vld1q_s8(aq + 32 * j), a1 = vld1q_s8(aq + 32 * j + 16);
+                int32x4_t s0 = vdupq_n_s32(-32 * ah[2 * j]), s1 = vdupq_n_s32(-32 * ah[2 * j + 1]);
+                DOT4(s0, lo[0], lo[1], lo[2], lo[3], a0);
+                DOT4(s1, hi[0], hi[1], hi[2], hi[3], a1);
+                const int32x4_t isum = vmlaq_s32(vmulq_s32(s0, sc0), s1, sc1);
+                const float32x4_t f = vmulq_f32(d, vdupq_n_f32(ad[j]));
+                acc[j] = vfmaq_f32(acc[j], f, vcvtq_f32_s32(isum));
+            }
+        }
+    }
+    UNROLL
+    for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
+}
+
+/* Prompts of MIN_N tokens or more over rows of up to U_MAX_COLS columns unpack each quarter group
+ * once (UBLK bytes per 32 columns; unpack and tile take its units of UNIT columns); the rest go
+ * through dec. */
+#define U_DRIVER(name, dec, unpack, tile, UNIT, UBLK, MIN_N)                                                   \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
+        if (j->n < MIN_N || j->cols > U_MAX_COLS) {                                                            \
+            dec(j, r0, r1);                                                                                    \
+            return;                                                                                            \
+        }                                                                                                      \
+        const int64_t nu = j->cols / UNIT;                                                                     \
+        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
+        _Alignas(16) uint8_t u[U_MAX_COLS / 32 * UBLK]; /* one quarter group */                               \
+        for (int64_t h = r0 / 4; h * 4 < r1; h++) {                                                            \
+            const uint8_t *grp = j->w + (size_t)(h / 4) * gb;                                                  \
+            const int qt = (int)(h & 3);                                                                       \
+            unpack(grp, nu, qt, u);                                                                            \
+            for (int t0 = 0; t0 < j->n; t0 += U_T) U_TILES(j->n - t0, tile, (grp, u, nu, qt, &j->a, t0), j->Y, j->rows, 4 * h, r0, r1); \
+        }                                                                                                      \
+    }
+U_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(mm_q4_r16_dec), SUFFIX(q4_unpack4), SUFFIX(b32_tile_u), 32, 144, U_MIN_N) /* 27 KiB */
+U_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(mm_q8_r16_dec), SUFFIX(q8_unpack4), SUFFIX(b32_tile_u), 32, 144, U_MIN_N)
+U_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_unpack4), SUFFIX(q4k_tile_u), 256, 128, U_MIN_N) /* 24 KiB */
+U_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_unpack4), SUFFIX(q6k_tile_u), 256, 128, U_MIN_N)
 
 #if !DOTPROD
 
