@@ -240,6 +240,158 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
     for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
 }
 
+/* ---- one token: whole groups ---- */
+/* One token over whole 16-row groups, the 4 quarters of each block together: a block's activation
+ * bytes, sum and scale are loaded once, not once per quarter, and the group is read in one pass
+ * (the quarter tiles read it four times, the later ones from cache). Each run of 32 blocks is walked
+ * by pointer and NL lines prefetched per block, as the x86 walks (docs/speed.md "Lean single-token
+ * pairs"). The integer sums and float steps are the tiles', so the bits are. */
+INLINE void SUFFIX(q4_core16)(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t as, const float ad, float32x4_t *acc) {
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    const int8x16_t a0 = vld1q_s8(aq), a1 = vld1q_s8(aq + 16);
+    const float32x4_t vad = vdupq_n_f32(ad);
+    UNROLL
+    for (int q = 0; q < 4; q++) {
+        int8x16_t lo[4], hi[4];
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            const uint8x16_t v = vld1q_u8(cq + 64 * c + 16 * q);
+            lo[c] = vreinterpretq_s8_u8(vandq_u8(v, m4));
+            hi[c] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+        }
+        int32x4_t s = vdupq_n_s32(as);
+        DOT4(s, lo[0], lo[1], lo[2], lo[3], a0);
+        DOT4(s, hi[0], hi[1], hi[2], hi[3], a1);
+        acc[q] = vfmaq_f32(acc[q], vmulq_f32(h4(sc + 8 * q), vad), vcvtq_f32_s32(s));
+    }
+}
+INLINE void SUFFIX(q8_core16)(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t as, const float ad, float32x4_t *acc) {
+    const uint8x16_t x80 = vdupq_n_u8(0x80);
+    const int8x16_t a0 = vld1q_s8(aq), a1 = vld1q_s8(aq + 16);
+    const float32x4_t vad = vdupq_n_f32(ad);
+    UNROLL
+    for (int q = 0; q < 4; q++) {
+        int8x16_t w[8];
+        UNROLL
+        for (int c = 0; c < 8; c++) w[c] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(cq + 64 * c + 16 * q), x80));
+        int32x4_t s = vdupq_n_s32(as);
+        DOT4(s, w[0], w[1], w[2], w[3], a0);
+        DOT4(s, w[4], w[5], w[6], w[7], a1);
+        acc[q] = vfmaq_f32(acc[q], vmulq_f32(h4(sc + 8 * q), vad), vcvtq_f32_s32(s));
+    }
+}
+#define G16_WALK(name, core, QB, NL, DT)                                                                       \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
+        _Static_assert(NL * 64 >= QB + 33, "q35_pf_lines must cover a step");                                  \
+        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
+        const int64_t nb = j->cols / 32, pfs = q35_pf_step(sbytes16(nb) + QB * nb, nb);                        \
+        const q35_pf_dist pd = q35_pf_for(DT);                                                                 \
+        for (int64_t g = r0 / 16; g * 16 < r1; g++) {                                                          \
+            const uint8_t *grp = j->w + (size_t)g * gb, *pf = grp;                                             \
+            float32x4_t acc[4];                                                                                \
+            UNROLL                                                                                             \
+            for (int q = 0; q < 4; q++) acc[q] = vdupq_n_f32(0.0f);                                            \
+            const int8_t *aq = j->a.q; /* [nb][32]: one token */                                               \
+            const int32_t *as = j->a.s;                                                                        \
+            const float *ad = j->a.d;                                                                          \
+            for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                 \
+                const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, QB);                    \
+                const uint8_t *sp = grp + off, *cp = grp + off + q35_r16_run_scale_bytes(len);                 \
+                for (int64_t i = 0; i < len; i++, aq += 32, as++, ad++) {                                      \
+                    q35_pf_lines(pd, pf, NL);                                                                  \
+                    pf += pfs;                                                                                 \
+                    core(sp + 32 * i, cp + QB * i, aq, *as, *ad, acc);                                         \
+                }                                                                                              \
+            }                                                                                                  \
+            UNROLL                                                                                             \
+            for (int q = 0; q < 4; q++) store4(j->Y, acc[q], 16 * g + 4 * q, r0, r1);                          \
+        }                                                                                                      \
+    }
+G16_WALK(SUFFIX(q4_one16), SUFFIX(q4_core16), 256, 5, Q35_DT_Q4_0)
+G16_WALK(SUFFIX(q8_one16), SUFFIX(q8_core16), 512, 9, Q35_DT_Q8_0)
+
+/* One super-block p of a K-format group (16 rows), one token: aq, ad (and ds / h) its 8
+ * sub-blocks' activations; pf the sub-blocks' prefetch base, pfs bytes apart. */
+INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad, const float *ds, float32x4_t *acc, q35_pf_dist pd,
+                             const uint8_t *pf, int64_t pfs) {
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    float32x4_t sa[4], ma[4]; /* the reference's super-block sums (ref.c) */
+    UNROLL
+    for (int q = 0; q < 4; q++) sa[q] = ma[q] = vdupq_n_f32(0.0f);
+    for (int s = 0; s < 8; s++) {
+        q35_pf_lines(pd, pf + s * pfs, 5); /* 320 >= pfs = 296 */
+        const int8x16_t a0 = vld1q_s8(aq + 32 * s), a1 = vld1q_s8(aq + 32 * s + 16);
+        const float32x4_t vad = vdupq_n_f32(ad[s]);
+        const uint8_t *cq = p + 320 + 256 * s;
+        UNROLL
+        for (int q = 0; q < 4; q++) {
+            int8x16_t lo[4], hi[4];
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const uint8x16_t v = vld1q_u8(cq + 64 * c + 16 * q);
+                lo[c] = vreinterpretq_s8_u8(vandq_u8(v, m4));
+                hi[c] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+            }
+            int32x4_t dot = vdupq_n_s32(0);
+            DOT4(dot, lo[0], lo[1], lo[2], lo[3], a0);
+            DOT4(dot, hi[0], hi[1], hi[2], hi[3], a1);
+            sa[q] = vfmaq_f32(sa[q], vad, vcvtq_f32_s32(vmulq_s32(dot, u8x4_s32(p + 64 + 16 * s + 4 * q))));
+        }
+    }
+    UNROLL
+    for (int k = 0; k < 8; k++) {
+        const float32x4_t vds = vdupq_n_f32(ds[k]);
+        UNROLL
+        for (int q = 0; q < 4; q++) ma[q] = vfmaq_f32(ma[q], vcvtq_f32_s32(u8x4_s32(p + 192 + 16 * k + 4 * q)), vds);
+    }
+    UNROLL
+    for (int q = 0; q < 4; q++) {
+        acc[q] = vfmaq_f32(acc[q], h4(p + 8 * q), sa[q]);
+        acc[q] = vfmsq_f32(acc[q], h4(p + 32 + 8 * q), ma[q]);
+    }
+}
+INLINE void SUFFIX(q6k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad, const int16_t *ah, float32x4_t *acc, q35_pf_dist pd,
+                             const uint8_t *pf, int64_t pfs) {
+    const uint8x16_t m4 = vdupq_n_u8(15), m30 = vdupq_n_u8(0x30);
+    for (int s = 0; s < 8; s++) {
+        q35_pf_lines(pd, pf + s * pfs, 7); /* 448 >= pfs = 420 */
+        const int8x16_t a0 = vld1q_s8(aq + 32 * s), a1 = vld1q_s8(aq + 32 * s + 16);
+        const float32x4_t vad = vdupq_n_f32(ad[s]);
+        const int32x4_t h0 = vdupq_n_s32(-32 * ah[2 * s]), h1 = vdupq_n_s32(-32 * ah[2 * s + 1]);
+        UNROLL
+        for (int q = 0; q < 4; q++) {
+            const uint8_t *L = p + 288 + 384 * s + 16 * q;
+            int8x16_t lo[4], hi[4];
+            SUFFIX(q6k_codes)(L, L + 256, m4, m30, lo, hi);
+            int32x4_t s0 = h0, s1 = h1;
+            DOT4(s0, lo[0], lo[1], lo[2], lo[3], a0);
+            DOT4(s1, hi[0], hi[1], hi[2], hi[3], a1);
+            const int32x4_t sc0 = s8x4_s32(p + 32 + 16 * (2 * s) + 4 * q), sc1 = s8x4_s32(p + 32 + 16 * (2 * s + 1) + 4 * q);
+            const int32x4_t isum = vmlaq_s32(vmulq_s32(s0, sc0), s1, sc1);
+            acc[q] = vfmaq_f32(acc[q], vmulq_f32(h4(p + 8 * q), vad), vcvtq_f32_s32(isum));
+        }
+    }
+}
+#define K16_WALK(name, SBB, DT, call)                                                                          \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
+        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
+        const int64_t nsb = j->cols / 256, pfs = q35_pf_step(SBB, 8);                                         \
+        const q35_pf_dist pd = q35_pf_for(DT);                                                                 \
+        for (int64_t g = r0 / 16; g * 16 < r1; g++) {                                                          \
+            const uint8_t *grp = j->w + (size_t)g * gb;                                                        \
+            float32x4_t acc[4];                                                                                \
+            UNROLL                                                                                             \
+            for (int q = 0; q < 4; q++) acc[q] = vdupq_n_f32(0.0f);                                            \
+            for (int64_t sb = 0; sb < nsb; sb++) call;                                                         \
+            UNROLL                                                                                             \
+            for (int q = 0; q < 4; q++) store4(j->Y, acc[q], 16 * g + 4 * q, r0, r1);                          \
+        }                                                                                                      \
+    }
+K16_WALK(SUFFIX(q4k_one16), 2368, Q35_DT_Q4_K,
+         SUFFIX(q4k_sb16)(grp + 2368 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.ds + 8 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
+K16_WALK(SUFFIX(q6k_one16), 3360, Q35_DT_Q6_K,
+         SUFFIX(q6k_sb16)(grp + 3360 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.h + 16 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
+
 /* tile(pre..., T, post...) for min(n, 4) tokens, T a constant in each copy; pre in parentheses. */
 #define TILE_ARGS(...) __VA_ARGS__
 #define TILES4(n, tile, pre, ...)                                \
@@ -261,9 +413,14 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
     default: tile(TILE_ARGS pre, 8, __VA_ARGS__); break;         \
     }
 
-/* Quarters of groups (4 rows) in turn, token tiles of up to 4, the weights made ready in each tile. */
-#define R4_DRIVER(name, tile, NB)                                                                              \
+/* Quarters of groups (4 rows) in turn, token tiles of up to 4, the weights made ready in each tile;
+ * one token through one (whole groups). */
+#define R4_DRIVER(name, tile, one, NB)                                                                         \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
+        if (j->n == 1) {                                                                                       \
+            one(j, r0, r1);                                                                                    \
+            return;                                                                                            \
+        }                                                                                                      \
         const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
         const int64_t nb = NB;                                                                                 \
         for (int64_t h = r0 / 4; h * 4 < r1; h++) {                                                            \
@@ -272,10 +429,10 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
             for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, tile, (grp, nb, qt, &j->a, t0), j->Y, j->rows, 4 * h, r0, r1); \
         }                                                                                                      \
     }
-R4_DRIVER(SUFFIX(mm_q4_r16_dec), SUFFIX(q4_tile), j->cols / 32)
-R4_DRIVER(SUFFIX(mm_q8_r16_dec), SUFFIX(q8_tile), j->cols / 32)
-R4_DRIVER(SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_tile), j->cols / 256)
-R4_DRIVER(SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_tile), j->cols / 256)
+R4_DRIVER(SUFFIX(mm_q4_r16_dec), SUFFIX(q4_tile), SUFFIX(q4_one16), j->cols / 32)
+R4_DRIVER(SUFFIX(mm_q8_r16_dec), SUFFIX(q8_tile), SUFFIX(q8_one16), j->cols / 32)
+R4_DRIVER(SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_tile), SUFFIX(q4k_one16), j->cols / 256)
+R4_DRIVER(SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_tile), SUFFIX(q6k_one16), j->cols / 256)
 
 /* Prompts: each quarter group's weights made ready once into a stack buffer, not again for every
  * 4-token tile (as mm_avx2_impl.h's U_DRIVER): Q4_0/Q4R's and Q4_K's nibbles masked apart, Q6_K's
