@@ -378,16 +378,6 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
         SUFFIX(store8)(Y, acca[0], ra, r0, r1);                                                                \
         if (G == 2) SUFFIX(store8)(Y, accb[0], rb, r0, r1);                                                    \
     }
-/* tile(pre..., T, post...) for min(n, 4) tokens, T a constant in each copy; pre in parentheses. */
-#define TILE_ARGS(...) __VA_ARGS__
-#define TILES4(n, tile, pre, ...)                                \
-    switch ((n) < 4 ? (n) : 4) {                                 \
-    case 1: tile(TILE_ARGS pre, 1, __VA_ARGS__); break;          \
-    case 2: tile(TILE_ARGS pre, 2, __VA_ARGS__); break;          \
-    case 3: tile(TILE_ARGS pre, 3, __VA_ARGS__); break;          \
-    default: tile(TILE_ARGS pre, 4, __VA_ARGS__); break;         \
-    }
-
 /* Loop over 8-row halves of groups and token tiles of up to 4. One token with q35_pf_streams == 2
  * and a pair function (Q4_0/Q4R, Q8_0: the K formats gained 1-2% from it here, compute-bound, and
  * keep their super-block loops): the first and the second half of the groups in pairs, both halves

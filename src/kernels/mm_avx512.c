@@ -354,20 +354,6 @@ LEAN_TILE(q4_tile, q4_blk, q4_step1, 256)
 LEAN_TILE(q8_tile, q8_blk, q8_step1, 512)
 typedef void (*one_token_fn)(const uint8_t *, const uint8_t *, int64_t, const q35_act *, float *, int64_t, int64_t, int64_t, int64_t);
 
-/* tile(pre..., T, post...) for min(n, 8) tokens, T a constant in each copy; pre in parentheses. */
-#define TILE_ARGS(...) __VA_ARGS__
-#define TILES8(n, tile, pre, ...)                                \
-    switch ((n) < 8 ? (n) : 8) {                                 \
-    case 1: tile(TILE_ARGS pre, 1, __VA_ARGS__); break;          \
-    case 2: tile(TILE_ARGS pre, 2, __VA_ARGS__); break;          \
-    case 3: tile(TILE_ARGS pre, 3, __VA_ARGS__); break;          \
-    case 4: tile(TILE_ARGS pre, 4, __VA_ARGS__); break;          \
-    case 5: tile(TILE_ARGS pre, 5, __VA_ARGS__); break;          \
-    case 6: tile(TILE_ARGS pre, 6, __VA_ARGS__); break;          \
-    case 7: tile(TILE_ARGS pre, 7, __VA_ARGS__); break;          \
-    default: tile(TILE_ARGS pre, 8, __VA_ARGS__); break;         \
-    }
-
 /* Loop over 16-row groups and token tiles of up to 8. A single token with q35_pf_streams == 2
  * walks the first and the second half of the groups in lockstep (pair), so the memory sees two
  * weight streams (docs/speed.md, "Two weight streams, again"); with one stream, a format with a

@@ -73,13 +73,23 @@ INLINE void store4(float *y, float32x4_t v, int64_t rbase, int64_t r0, int64_t r
         DOT1(s, w3, a, 3);         \
     } while (0)
 
+/* The 4 chunks of packed nibbles at cq + 64 c: low nibbles lo[c], high nibbles hi[c]. */
+INLINE void nibbles_ld4(const uint8_t *cq, int8x16_t *lo, int8x16_t *hi) {
+    const uint8x16_t m4 = vdupq_n_u8(15);
+    UNROLL
+    for (int c = 0; c < 4; c++) {
+        const uint8x16_t v = vld1q_u8(cq + 64 * c);
+        lo[c] = vreinterpretq_s8_u8(vandq_u8(v, m4));
+        hi[c] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
+    }
+}
+
 /* ---- Q4_0 / Q4R ---- */
 INLINE void SUFFIX(q4_tile)(const uint8_t *grp, int64_t nb, int qt, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
                     int64_t r0, int64_t r1) {
     float32x4_t acc[4];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
-    const uint8x16_t m4 = vdupq_n_u8(15);
     const int64_t pfs = q35_pf_step(sbytes16(nb) + 256 * nb, nb);
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0);
     for (int64_t b = 0; b < nb; b++) {
@@ -87,12 +97,7 @@ INLINE void SUFFIX(q4_tile)(const uint8_t *grp, int64_t nb, int qt, const q35_ac
         const float32x4_t dw = h4(q35_r16_scales(grp, b, 256) + 8 * qt);
         const uint8_t *cq = q35_r16_chunks(grp, nb, b, 256) + 16 * qt;
         int8x16_t lo[4], hi[4];
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            const uint8x16_t v = vld1q_u8(cq + 64 * c);
-            lo[c] = vreinterpretq_s8_u8(vandq_u8(v, m4));
-            hi[c] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
-        }
+        nibbles_ld4(cq, lo, hi);
         const size_t base = (size_t)b * a->n + t0;
         const int8_t *aq = a->q + base * 32;
         UNROLL
@@ -147,7 +152,6 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
     float32x4_t acc[4];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
-    const uint8x16_t m4 = vdupq_n_u8(15);
     const int64_t pfs = q35_pf_step(2368, 8);
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_K);
     for (int64_t sb = 0; sb < nsb; sb++) {
@@ -162,12 +166,7 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
             const uint8_t *cq = p + 320 + 256 * s + 16 * qt;
             if (T == 1 && !qt) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
             int8x16_t lo[4], hi[4];
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                const uint8x16_t v = vld1q_u8(cq + 64 * c);
-                lo[c] = vreinterpretq_s8_u8(vandq_u8(v, m4));
-                hi[c] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
-            }
+            nibbles_ld4(cq, lo, hi);
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
             const int8_t *aq = a->q + base * 32;
             UNROLL
@@ -247,18 +246,12 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
  * by pointer and NL lines prefetched per block, as the x86 walks (docs/speed.md "Lean single-token
  * pairs"). The integer sums and float steps are the tiles', so the bits are. */
 INLINE void SUFFIX(q4_core16)(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const int32_t as, const float ad, float32x4_t *acc) {
-    const uint8x16_t m4 = vdupq_n_u8(15);
     const int8x16_t a0 = vld1q_s8(aq), a1 = vld1q_s8(aq + 16);
     const float32x4_t vad = vdupq_n_f32(ad);
     UNROLL
     for (int q = 0; q < 4; q++) {
         int8x16_t lo[4], hi[4];
-        UNROLL
-        for (int c = 0; c < 4; c++) {
-            const uint8x16_t v = vld1q_u8(cq + 64 * c + 16 * q);
-            lo[c] = vreinterpretq_s8_u8(vandq_u8(v, m4));
-            hi[c] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
-        }
+        nibbles_ld4(cq + 16 * q, lo, hi);
         int32x4_t s = vdupq_n_s32(as);
         DOT4(s, lo[0], lo[1], lo[2], lo[3], a0);
         DOT4(s, hi[0], hi[1], hi[2], hi[3], a1);
@@ -314,7 +307,6 @@ G16_WALK(SUFFIX(q8_one16), SUFFIX(q8_core16), 512, 9, Q35_DT_Q8_0)
  * sub-blocks' activations; pf the sub-blocks' prefetch base, pfs bytes apart. */
 INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad, const float *ds, float32x4_t *acc, q35_pf_dist pd,
                              const uint8_t *pf, int64_t pfs) {
-    const uint8x16_t m4 = vdupq_n_u8(15);
     float32x4_t sa[4], ma[4]; /* the reference's super-block sums (ref.c) */
     UNROLL
     for (int q = 0; q < 4; q++) sa[q] = ma[q] = vdupq_n_f32(0.0f);
@@ -326,12 +318,7 @@ INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
         UNROLL
         for (int q = 0; q < 4; q++) {
             int8x16_t lo[4], hi[4];
-            UNROLL
-            for (int c = 0; c < 4; c++) {
-                const uint8x16_t v = vld1q_u8(cq + 64 * c + 16 * q);
-                lo[c] = vreinterpretq_s8_u8(vandq_u8(v, m4));
-                hi[c] = vreinterpretq_s8_u8(vshrq_n_u8(v, 4));
-            }
+            nibbles_ld4(cq + 16 * q, lo, hi);
             int32x4_t dot = vdupq_n_s32(0);
             DOT4(dot, lo[0], lo[1], lo[2], lo[3], a0);
             DOT4(dot, hi[0], hi[1], hi[2], hi[3], a1);
@@ -392,27 +379,6 @@ K16_WALK(SUFFIX(q4k_one16), 2368, Q35_DT_Q4_K,
 K16_WALK(SUFFIX(q6k_one16), 3360, Q35_DT_Q6_K,
          SUFFIX(q6k_sb16)(grp + 3360 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.h + 16 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
 
-/* tile(pre..., T, post...) for min(n, 4) tokens, T a constant in each copy; pre in parentheses. */
-#define TILE_ARGS(...) __VA_ARGS__
-#define TILES4(n, tile, pre, ...)                                \
-    switch ((n) < 4 ? (n) : 4) {                                 \
-    case 1: tile(TILE_ARGS pre, 1, __VA_ARGS__); break;          \
-    case 2: tile(TILE_ARGS pre, 2, __VA_ARGS__); break;          \
-    case 3: tile(TILE_ARGS pre, 3, __VA_ARGS__); break;          \
-    default: tile(TILE_ARGS pre, 4, __VA_ARGS__); break;         \
-    }
-#define TILES8(n, tile, pre, ...)                                \
-    switch ((n) < 8 ? (n) : 8) {                                 \
-    case 1: tile(TILE_ARGS pre, 1, __VA_ARGS__); break;          \
-    case 2: tile(TILE_ARGS pre, 2, __VA_ARGS__); break;          \
-    case 3: tile(TILE_ARGS pre, 3, __VA_ARGS__); break;          \
-    case 4: tile(TILE_ARGS pre, 4, __VA_ARGS__); break;          \
-    case 5: tile(TILE_ARGS pre, 5, __VA_ARGS__); break;          \
-    case 6: tile(TILE_ARGS pre, 6, __VA_ARGS__); break;          \
-    case 7: tile(TILE_ARGS pre, 7, __VA_ARGS__); break;          \
-    default: tile(TILE_ARGS pre, 8, __VA_ARGS__); break;         \
-    }
-
 /* Quarters of groups (4 rows) in turn, token tiles of up to 4, the weights made ready in each tile;
  * one token through one (whole groups). */
 #define R4_DRIVER(name, tile, one, NB)                                                                         \
@@ -466,13 +432,10 @@ enum { U_MAX_COLS = 6144 }; /* every matrix of the 0.8B and 2B models */
     }
 /* 4 chunks of packed nibbles (chunk c at cq + 64 c): low nibbles at u + 16 c, high at u + 64 + 16 c. */
 INLINE void nibbles4(const uint8_t *cq, uint8_t *u) {
-    const uint8x16_t m4 = vdupq_n_u8(15);
+    int8x16_t lo[4], hi[4];
+    nibbles_ld4(cq, lo, hi);
     UNROLL
-    for (int c = 0; c < 4; c++) {
-        const uint8x16_t v = vld1q_u8(cq + 64 * c);
-        vst1q_u8(u + 16 * c, vandq_u8(v, m4));
-        vst1q_u8(u + 64 + 16 * c, vshrq_n_u8(v, 4));
-    }
+    for (int c = 0; c < 4; c++) vst1q_s8((int8_t *)u + 16 * c, lo[c]), vst1q_s8((int8_t *)u + 64 + 16 * c, hi[c]);
 }
 INLINE void q8_signed8(const uint8_t *cq, uint8_t *u) {
     UNROLL
