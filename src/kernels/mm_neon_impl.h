@@ -672,8 +672,9 @@ FP_DRIVER(mm_bf16, WBF16)
 /* ---- activation quantization and rotation (bitwise equal to ref.c) ---- */
 static void actq(const float *x, int t, int mult, q35_act *a) {
     for (int b = 0; b < a->nb; b++) {
-        float32x4_t v[8];
+        float32x4_t v[8]; /* the loops unrolled: rolled, gcc kept v and qi on the stack */
         float32x4_t m = vdupq_n_f32(0.0f);
+        UNROLL
         for (int k = 0; k < 8; k++) {
             v[k] = vld1q_f32(x + 32 * b + 4 * k);
             m = vmaxq_f32(m, vabsq_f32(v[k]));
@@ -683,6 +684,7 @@ static void actq(const float *x, int t, int mult, q35_act *a) {
         int8_t *q = a->q + 32 * i;
         /* v * 0 is NaN exactly for inf and NaN: such a block quantizes to zero, as in ref.c */
         float32x4_t z = vdupq_n_f32(0.0f);
+        UNROLL
         for (int k = 0; k < 8; k++) z = vaddq_f32(z, vmulq_n_f32(v[k], 0.0f));
         const int bad = vminvq_u32(vceqq_f32(z, z)) == 0;
         if (bad || !(amax >= 1e-30f)) {
@@ -694,7 +696,9 @@ static void actq(const float *x, int t, int mult, q35_act *a) {
         }
         const float32x4_t id = vdupq_n_f32(127.0f / amax);
         int32x4_t qi[8];
+        UNROLL
         for (int k = 0; k < 8; k++) qi[k] = vcvtnq_s32_f32(vmulq_f32(v[k], id));
+        UNROLL
         for (int k = 0; k < 4; k++) {
             const int16x8_t p = vcombine_s16(vmovn_s32(qi[2 * k]), vmovn_s32(qi[2 * k + 1]));
             vst1_s8(q + 8 * k, vmovn_s16(p));
