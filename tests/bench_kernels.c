@@ -1,6 +1,6 @@
 /* Kernel throughput on the Qwen3.5-0.8B layer shapes (build: make bench-kernels; run:
  * build/bench_kernels [-r REPS] [-l LAYERS] [-n N] [-i ISA] [--head] [--per-product] [--overlap] [format...]; ISA: only
- * that one, default all; --head adds the LM head, 248320x1024 at n = 1; --per-product times each n = 1
+ * that one, default all; --head adds the LM head, 248320x1024 at n = 1 (with -i's ISA, else the best); --per-product times each n = 1
  * product alone and prints the six shapes' rates (docs/speed.md); --attn N instead: generation's
  * attention over an N-position fp32 / fp16 KV cache of the 0.8B shapes, 1 thread; --recur
  * instead: one token's delta rule over the 0.8B recurrent state, 1 thread; --probe N instead: N
@@ -393,7 +393,8 @@ int main(int argc, char **argv) {
         q35_isa_set(best);
         free_set(s);
         free(s);
-        if (head) { /* the LM head: one 248320 x 1024 matrix, n = 1 */
+        if (head) { /* the LM head: one 248320 x 1024 matrix, n = 1, with the ISA -i names (else the best) */
+            if (only >= 0) q35_isa_set((q35_isa)only);
             const int64_t rows = 248320, cols = 1024;
             const size_t rb = q35_dtype_size(fmts[f]) ? q35_dtype_size(fmts[f]) * (size_t)cols : q35_row_bytes(fmts[f], cols);
             uint8_t *raw = malloc(rb * (size_t)rows);
@@ -426,6 +427,7 @@ int main(int argc, char **argv) {
             q35_huge_free(rp);
             free(row);
             free(Yh);
+            q35_isa_set(best);
         }
     }
     free(X);

@@ -518,8 +518,126 @@ INLINE void SUFFIX(q4k_tile_p)(const uint8_t *grp, int64_t nsb, int hf, const q3
                                int64_t rbase, int64_t r0, int64_t r1) {
     SUFFIX(q4k_tile)(grp, NULL, nsb, hf, a, t0, T, Y, rows, rbase, r0, r1);
 }
-R8_DRIVER(SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_tile_p), NULL, NULL, j->cols / 256)
-R8_DRIVER(SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_tile), NULL, NULL, j->cols / 256)
+R8_DRIVER(SUFFIX(mm_q4k_r16_dec4), SUFFIX(q4k_tile_p), NULL, NULL, j->cols / 256)
+R8_DRIVER(SUFFIX(mm_q6k_r16_dec4), SUFFIX(q6k_tile), NULL, NULL, j->cols / 256)
+
+/* ---- K formats, one token: whole 16-row groups ----
+ * Both halves of a group in one pass (as the NEON walks): each 64-byte line of codes is read once,
+ * for 16 rows; the activations, their scales and sums are loaded once per sub-block; the group is
+ * walked by pointer with a fixed count of prefetched lines per sub-block. Per half, the same float
+ * steps as q4k_tile / q6k_tile with T = 1 (same bits). */
+INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad, const float *ds, __m256 *acc, q35_pf_dist pd,
+                             const uint8_t *pf, int64_t pfs) {
+    const __m256i m4 = _mm256_set1_epi8(15);
+    __m256 sa[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}; /* the reference's super-block sums (ref.c) */
+    for (int s = 0; s < 8; s++, aq += 32) {
+        q35_pf_lines(pd, pf + s * pfs, 5); /* 320 >= pfs = 296 */
+        const uint8_t *cq = p + 320 + 256 * s;
+        __m256i dot[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+        UNROLL
+        for (int c = 0; c < 4; c++) {
+            const __m256i alo = SUFFIX(bc32)(aq + 4 * c), ahi = SUFFIX(bc32)(aq + 16 + 4 * c);
+            UNROLL
+            for (int h = 0; h < 2; h++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(cq + 64 * c + 32 * h));
+                const __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+#if VNNI
+                dot[h] = DPBUSD(DPBUSD(dot[h], lo, alo), hi, ahi);
+#else
+                dot[h] = maddubs_pair(maddubs_pair(dot[h], lo, alo), hi, ahi);
+#endif
+            }
+        }
+        const __m256 vad = _mm256_set1_ps(ad[s]);
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 64 + 16 * s + 8 * h)));
+#if VNNI
+            const __m256 scdot = _mm256_mul_ps(_mm256_cvtepi32_ps(dot[h]), _mm256_cvtepi32_ps(sc));
+#else
+            const __m256 scdot = _mm256_cvtepi32_ps(_mm256_madd_epi16(dot[h], _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16))));
+#endif
+            sa[h] = _mm256_fmadd_ps(vad, scdot, sa[h]);
+        }
+    }
+    __m256 ma[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    UNROLL
+    for (int k = 0; k < 8; k++) {
+        const __m256 vds = _mm256_set1_ps(ds[k]);
+        UNROLL
+        for (int h = 0; h < 2; h++)
+            ma[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 192 + 16 * k + 8 * h)))), vds, ma[h]);
+    }
+    UNROLL
+    for (int h = 0; h < 2; h++) {
+        acc[h] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h))), sa[h], acc[h]);
+        acc[h] = _mm256_fnmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * h))), ma[h], acc[h]);
+    }
+}
+INLINE void SUFFIX(q6k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad, const int16_t *ah, __m256 *acc, q35_pf_dist pd,
+                             const uint8_t *pf, int64_t pfs) {
+    const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+#if !VNNI
+    const __m256i ones = _mm256_set1_epi16(1);
+#endif
+    for (int s = 0; s < 8; s++, aq += 32) {
+        q35_pf_lines(pd, pf + s * pfs, 7); /* 448 >= pfs = 420 */
+        const uint8_t *L = p + 288 + 384 * s, *H = L + 256;
+        const __m256 f = _mm256_set1_ps(ad[s]);
+        UNROLL
+        for (int h = 0; h < 2; h++) {
+            __m256i s0 = _mm256_set1_epi32(-32 * ah[2 * s]), s1 = _mm256_set1_epi32(-32 * ah[2 * s + 1]);
+            const __m256i h0 = _mm256_loadu_si256((const __m256i *)(H + 32 * h)), h1 = _mm256_loadu_si256((const __m256i *)(H + 64 + 32 * h));
+            UNROLL
+            for (int c = 0; c < 4; c++) {
+                const __m256i v = _mm256_loadu_si256((const __m256i *)(L + 64 * c + 32 * h));
+                /* top bits of value 4c+i: bits 2c of H0; of value 16+4c+i: bits 2c of H1 */
+                const __m256i tl = c == 0 ? _mm256_slli_epi16(h0, 4) : c == 1 ? _mm256_slli_epi16(h0, 2) : c == 2 ? h0 : _mm256_srli_epi16(h0, 2);
+                const __m256i th = c == 0 ? _mm256_slli_epi16(h1, 4) : c == 1 ? _mm256_slli_epi16(h1, 2) : c == 2 ? h1 : _mm256_srli_epi16(h1, 2);
+                const __m256i lo = _mm256_or_si256(_mm256_and_si256(v, m4), _mm256_and_si256(tl, m30));
+                const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(v, 4), m4), _mm256_and_si256(th, m30));
+#if VNNI
+                s0 = DPBUSD(s0, lo, SUFFIX(bc32)(aq + 4 * c));
+                s1 = DPBUSD(s1, hi, SUFFIX(bc32)(aq + 16 + 4 * c));
+#else
+                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, SUFFIX(bc32)(aq + 4 * c)), ones));
+                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, SUFFIX(bc32)(aq + 16 + 4 * c)), ones));
+#endif
+            }
+            const __m256 sc0f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s) + 8 * h))));
+            const __m256 sc1f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s + 1) + 8 * h))));
+            const __m256 isum = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s0), sc0f, _mm256_mul_ps(_mm256_cvtepi32_ps(s1), sc1f));
+            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h)));
+            acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d, f), isum, acc[h]);
+        }
+    }
+}
+/* One token over the groups of rows [r0, r1): super-blocks of SBB bytes, call(grp, sb) adds one. */
+#define K16_WALK(name, SBB, DT, call)                                                                          \
+    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
+        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
+        const int64_t nsb = j->cols / 256, pfs = q35_pf_step(SBB, 8);                                          \
+        const q35_pf_dist pd = q35_pf_for(DT);                                                                 \
+        for (int64_t g = r0 / 16; g * 16 < r1; g++) {                                                          \
+            const uint8_t *grp = j->w + (size_t)g * gb;                                                        \
+            __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};                                        \
+            for (int64_t sb = 0; sb < nsb; sb++) call;                                                         \
+            SUFFIX(store8)(j->Y, acc[0], 16 * g, r0, r1);                                                      \
+            SUFFIX(store8)(j->Y, acc[1], 16 * g + 8, r0, r1);                                                  \
+        }                                                                                                      \
+    }
+K16_WALK(SUFFIX(q4k_one16), 2368, Q35_DT_Q4_K,
+         SUFFIX(q4k_sb16)(grp + 2368 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.ds + 8 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
+K16_WALK(SUFFIX(q6k_one16), 3360, Q35_DT_Q6_K,
+         SUFFIX(q6k_sb16)(grp + 3360 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.h + 16 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
+static void SUFFIX(mm_q4k_r16_dec)(const q35_mm_job *j, int64_t r0, int64_t r1) {
+    if (j->n == 1) SUFFIX(q4k_one16)(j, r0, r1);
+    else SUFFIX(mm_q4k_r16_dec4)(j, r0, r1);
+}
+static void SUFFIX(mm_q6k_r16_dec)(const q35_mm_job *j, int64_t r0, int64_t r1) {
+    if (j->n == 1) SUFFIX(q6k_one16)(j, r0, r1);
+    else SUFFIX(mm_q6k_r16_dec4)(j, r0, r1);
+}
 
 /* Q6_K prompts: each 8-row half group's codes decoded once, not once per token tile. The
  * decoding (two loads, shifts, masks and an or per chunk, ~5 vector operations) was about a third
