@@ -344,15 +344,17 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);       \
     }
-/* One token, half hf of G (1 or 2) groups (ga's rows from ra, gb's from rb; gb unused when G == 1)
- * in lockstep: with two, two weight streams (mm_avx512.c). Each run of 32 blocks is walked by
- * pointer, and the first half prefetches a fixed count of lines per block, as the AVX-512 walks
- * (docs/speed.md, "Lean single-token pairs"). */
+/* One token over G (1 or 2) whole 16-row groups (ga's rows from ra, gb's from rb; gb unused when
+ * G == 1) in lockstep: with two, two weight streams (mm_avx512.c). Both 8-row halves of a group go
+ * in one pass over its blocks, so each 64-byte line is read once and the token's activations, sums
+ * and scales are loaded once for 16 rows (the K formats' walks below, NEON's G16_WALK). Each run of
+ * 32 blocks is walked by pointer with a fixed count of prefetched lines per block, as the AVX-512
+ * walks (docs/speed.md, "Lean single-token pairs"). */
 #define R8_WALK(name, core, QB, NL, DT, G)                                                                     \
-    static void name(const uint8_t *ga, const uint8_t *gb, int64_t nb, int hf, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
+    static void name(const uint8_t *ga, const uint8_t *gb, int64_t nb, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
                      int64_t r0, int64_t r1) {                                                                  \
         _Static_assert(NL * 64 >= QB + 33, "q35_pf_lines must cover a step");                                  \
-        __m256 acca[1] = {_mm256_setzero_ps()}, accb[1] = {_mm256_setzero_ps()};                               \
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};  \
         const int64_t pfs = q35_pf_step(SUFFIX(sbytes16)(nb) + QB * nb, nb);                                   \
         const q35_pf_dist pd = q35_pf_for(DT);                                                                 \
         const int8_t *aq = a->q; /* [nb][32]: one token */                                                     \
@@ -362,47 +364,47 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
         for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                     \
             const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, QB);                        \
             const int64_t sbytes = q35_r16_run_scale_bytes(len);                                               \
-            const uint8_t *sa = ga + off + 16 * hf, *ca = ga + off + sbytes + 32 * hf;                         \
-            const uint8_t *sb = G == 2 ? gb + off + 16 * hf : NULL, *cb = G == 2 ? gb + off + sbytes + 32 * hf : NULL; \
+            const uint8_t *sa = ga + off, *ca = ga + off + sbytes;                                             \
+            const uint8_t *sb = G == 2 ? gb + off : NULL, *cb = G == 2 ? gb + off + sbytes : NULL;             \
             for (int64_t i = 0; i < len; i++) {                                                                \
-                if (!hf) {                                                                                     \
-                    q35_pf_lines(pd, pa, NL);                                                              \
-                    pa += pfs;                                                                                 \
-                    if (G == 2) q35_pf_lines(pd, pb, NL), pb += pfs;                                       \
+                q35_pf_lines(pd, pa, NL);                                                                      \
+                pa += pfs;                                                                                     \
+                if (G == 2) q35_pf_lines(pd, pb, NL), pb += pfs;                                               \
+                core(sa + 32 * i, ca + QB * i, aq, as, ad, 1, &acc[0]);                                        \
+                core(sa + 32 * i + 16, ca + QB * i + 32, aq, as, ad, 1, &acc[1]);                              \
+                if (G == 2) {                                                                                  \
+                    core(sb + 32 * i, cb + QB * i, aq, as, ad, 1, &acc[2]);                                    \
+                    core(sb + 32 * i + 16, cb + QB * i + 32, aq, as, ad, 1, &acc[3]);                          \
                 }                                                                                              \
-                core(sa + 32 * i, ca + QB * i, aq, as, ad, 1, acca);                                           \
-                if (G == 2) core(sb + 32 * i, cb + QB * i, aq, as, ad, 1, accb);                               \
                 aq += 32, as++, ad++;                                                                          \
             }                                                                                                  \
         }                                                                                                      \
-        SUFFIX(store8)(Y, acca[0], ra, r0, r1);                                                                \
-        if (G == 2) SUFFIX(store8)(Y, accb[0], rb, r0, r1);                                                    \
+        SUFFIX(store8)(Y, acc[0], ra, r0, r1);                                                                 \
+        SUFFIX(store8)(Y, acc[1], ra + 8, r0, r1);                                                             \
+        if (G == 2) {                                                                                          \
+            SUFFIX(store8)(Y, acc[2], rb, r0, r1);                                                             \
+            SUFFIX(store8)(Y, acc[3], rb + 8, r0, r1);                                                         \
+        }                                                                                                      \
     }
-/* Loop over 8-row halves of groups and token tiles of up to 4. One token with q35_pf_streams == 2
- * and a pair function (Q4_0/Q4R, Q8_0: the K formats gained 1-2% from it here, compute-bound, and
- * keep their super-block loops): the first and the second half of the groups in pairs, both halves
- * of each (the second from cache); with one stream and a one-group walk (one), the halves in turn
- * through it. */
-typedef void (*SUFFIX(pair_fn))(const uint8_t *, const uint8_t *, int64_t, int, const q35_act *, float *, int64_t, int64_t, int64_t, int64_t);
+/* Loop over 8-row halves of groups and token tiles of up to 4. One token (Q4_0/Q4R, Q8_0, with a
+ * one-group walk `one`; the K formats have their own walks below): with q35_pf_streams == 2 and a
+ * pair function, the first and the second half of the groups in pairs (the odd group left alone
+ * through one); with one stream, the groups in turn through one. */
+typedef void (*SUFFIX(pair_fn))(const uint8_t *, const uint8_t *, int64_t, const q35_act *, float *, int64_t, int64_t, int64_t, int64_t);
 #define R8_DRIVER(name, tile, pair, one, NU)                                                                       \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
         const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
         const int64_t nu = NU;                                                                                 \
         const SUFFIX(pair_fn) pairf = pair, onef = one;                                                        \
-        if (j->n == 1 && q35_pf_streams == 2 && pairf) {                                                       \
-            const int64_t g0 = r0 / 16, ng = (r1 + 15) / 16 - g0, h = (ng + 1) / 2;                            \
-            for (int64_t k = 0; k < ng / 2; k++)                                                               \
-                for (int hf = 0; hf < 2; hf++)                                                                 \
-                    pairf(j->w + (size_t)(g0 + k) * gb, j->w + (size_t)(g0 + h + k) * gb, nu, hf, &j->a, j->Y,  \
-                         16 * (g0 + k) + 8 * hf, 16 * (g0 + h + k) + 8 * hf, r0, r1);                          \
-            if (ng & 1)                                                                                        \
-                for (int hf = 0; hf < 2; hf++)                                                                 \
-                    tile(j->w + (size_t)(g0 + h - 1) * gb, nu, hf, &j->a, 0, 1, j->Y, j->rows, 16 * (g0 + h - 1) + 8 * hf, r0, r1); \
-            return;                                                                                            \
-        }                                                                                                      \
         if (j->n == 1 && onef) {                                                                               \
-            for (int64_t h = r0 / 8; h * 8 < r1; h++)                                                          \
-                onef(j->w + (size_t)(h / 2) * gb, NULL, nu, (int)(h & 1), &j->a, j->Y, 8 * h, 0, r0, r1);      \
+            const int64_t g0 = r0 / 16, ng = (r1 + 15) / 16 - g0, h = (ng + 1) / 2;                            \
+            if (q35_pf_streams == 2 && pairf) {                                                                \
+                for (int64_t k = 0; k < ng / 2; k++)                                                           \
+                    pairf(j->w + (size_t)(g0 + k) * gb, j->w + (size_t)(g0 + h + k) * gb, nu, &j->a, j->Y, 16 * (g0 + k), \
+                          16 * (g0 + h + k), r0, r1);                                                          \
+                if (ng & 1) onef(j->w + (size_t)(g0 + h - 1) * gb, NULL, nu, &j->a, j->Y, 16 * (g0 + h - 1), 0, r0, r1); \
+            } else                                                                                             \
+                for (int64_t g = g0; g < g0 + ng; g++) onef(j->w + (size_t)g * gb, NULL, nu, &j->a, j->Y, 16 * g, 0, r0, r1); \
             return;                                                                                            \
         }                                                                                                      \
         for (int64_t h = r0 / 8; h * 8 < r1; h++) {                                                            \
