@@ -258,30 +258,41 @@ R16_TILE(q4k_tile, q4k_unit, Q4K_PFS, Q4K_PD)
 R16_TILE(q6k_tile, q6k_unit, Q6K_PFS, Q6K_PD)
 R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
 
-/* Q4_K, one token over two groups: the sub-blocks of both groups alternate (as the two streams did
- * when q4k_unit took one sub-block; a super-block of one group, then of the other, generated 1-3%
- * slower). */
-static void q4k_pair(const uint8_t *ga, const uint8_t *gb, int64_t nu, const q35_act *a, float *Y, int64_t ra, int64_t rb, int64_t r0,
-                     int64_t r1) {
-    __m512 acca = _mm512_setzero_ps(), accb = _mm512_setzero_ps();
-    const int64_t pfs = Q4K_PFS(nu);
-    const q35_pf_dist pd = Q4K_PD;
-    for (int64_t u = 0; u < nu; u++) {
-        const uint8_t *pa = ga + 2368 * u, *pb = gb + 2368 * u;
-        __m512 saa = _mm512_setzero_ps(), maa = saa, sab = saa, mab = saa;
-        for (int s = 0; s < 8; s++) {
-            const int64_t b = 8 * u + s; /* one token: a's block b at b */
-            q35_pf_lines(pd, ga + b * pfs, 5);
-            q35_pf_lines(pd, gb + b * pfs, 5);
-            q4k_sub(pa, s, a->q + 32 * b, a->d + b, a->ds + b, 1, &saa, &maa);
-            q4k_sub(pb, s, a->q + 32 * b, a->d + b, a->ds + b, 1, &sab, &mab);
-        }
-        acca = q4k_fold(pa, saa, maa, acca);
-        accb = q4k_fold(pb, sab, mab, accb);
+/* Q4_K, one token over G (1 or 2) groups in lockstep (ga's rows at ra, gb's at rb; gb unused when
+ * G == 1): the sub-blocks of the groups alternate (a super-block of one group, then of the other,
+ * generated 1-3% slower), the activations walked by pointer and a fixed count of lines prefetched
+ * per sub-block, as LEAN_WALK below. With one stream (AMD) this replaces the tile's unit, which
+ * located every sub-block's activations from its index. In L2 (bench_kernels --overlap, three
+ * rounds) 46.0-47.6 -> 47.0-48.8 GB/s. (Q6_K's units measured slower walked this way, 43-46 -> 38-40
+ * GB/s, for no reason found, and stay.) */
+#define Q4K_WALK(name, G)                                                                                      \
+    static void name(const uint8_t *ga, const uint8_t *gb, int64_t nsb, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
+                     int64_t r0, int64_t r1) {                                                                  \
+        __m512 acca = _mm512_setzero_ps(), accb = _mm512_setzero_ps();                                         \
+        const int64_t pfs = Q4K_PFS(nsb);                                                                      \
+        const q35_pf_dist pd = Q4K_PD;                                                                         \
+        const int8_t *aq = a->q; /* [nb][32]: one token */                                                     \
+        const float *ad = a->d, *ds = a->ds;                                                                   \
+        const uint8_t *fa = ga, *fb = gb; /* the prefetch cursors: a sub-block's share of the stream each step */ \
+        for (int64_t u = 0; u < nsb; u++) {                                                                    \
+            const uint8_t *pa = ga + 2368 * u, *pb = G == 2 ? gb + 2368 * u : NULL;                            \
+            __m512 saa = _mm512_setzero_ps(), maa = saa, sab = saa, mab = saa;                                 \
+            for (int s = 0; s < 8; s++) {                                                                      \
+                q35_pf_lines(pd, fa, 5); /* 320 >= pfs = 296 */                                                \
+                fa += pfs;                                                                                     \
+                if (G == 2) q35_pf_lines(pd, fb, 5), fb += pfs;                                                \
+                q4k_sub(pa, s, aq, ad, ds, 1, &saa, &maa);                                                     \
+                if (G == 2) q4k_sub(pb, s, aq, ad, ds, 1, &sab, &mab);                                         \
+                aq += 32, ad++, ds++;                                                                          \
+            }                                                                                                  \
+            acca = q4k_fold(pa, saa, maa, acca);                                                               \
+            if (G == 2) accb = q4k_fold(pb, sab, mab, accb);                                                   \
+        }                                                                                                      \
+        store16(Y, acca, ra, r0, r1);                                                                          \
+        if (G == 2) store16(Y, accb, rb, r0, r1);                                                              \
     }
-    store16(Y, acca, ra, r0, r1);
-    store16(Y, accb, rb, r0, r1);
-}
+Q4K_WALK(q4k_pair, 2)
+Q4K_WALK(q4k_one, 1)
 
 /* One token of Q4_0 / Q4R and Q8_0 walks each run of 32 blocks by pointer (kernels/quant.h) instead
  * of locating every block from its index (as the K formats' units still do), and prefetches a fixed count of lines per
@@ -386,7 +397,7 @@ typedef void (*one_token_fn)(const uint8_t *, const uint8_t *, int64_t, const q3
     }
 R16_DRIVER(mm_q4_r16_dec, q4_tile, q4_pair, q4_one, Q4_UNITS)
 R16_DRIVER(mm_q8_r16, q8_tile, q8_pair, q8_one, Q8_UNITS)
-R16_DRIVER(mm_q4k_r16_dec, q4k_tile, q4k_pair, NULL, Q4K_UNITS)
+R16_DRIVER(mm_q4k_r16_dec, q4k_tile, q4k_pair, q4k_one, Q4K_UNITS)
 R16_DRIVER(mm_q6k_r16_dec, q6k_tile, q6k_pair, NULL, Q6K_UNITS)
 
 /* Prompts of MIN_N tokens or more over rows of up to U_MAX_COLS columns: each
