@@ -152,8 +152,6 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, const uint8_t *u, int64_t nsb, 
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(15);
-    const int64_t pfs = q35_pf_step(2368, 8);
-    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_K);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 2368 * sb;
         __m256 sa[4]; /* the reference's super-block sums (ref.c) */
@@ -167,7 +165,6 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, const uint8_t *u, int64_t nsb, 
             const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
 #endif
             const uint8_t *cq = p + 320 + 256 * s + 32 * hf;
-            if (T == 1 && !hf) q35_pf_lines(pd, grp + (8 * sb + s) * pfs, 5); /* 320 >= pfs = 296 */
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
             const int8_t *aq = a->q + base * 32;
             __m256i dot[4];
@@ -232,8 +229,6 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
-    const int64_t pfs = q35_pf_step(3360, 8);
-    const q35_pf_dist pd = q35_pf_for(Q35_DT_Q6_K);
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 3360 * sb;
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * hf)));
@@ -241,7 +236,6 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
             const __m256 sc0f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s) + 8 * hf))));
             const __m256 sc1f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s + 1) + 8 * hf))));
             const uint8_t *L = p + 288 + 384 * s + 32 * hf, *H = p + 288 + 384 * s + 256 + 32 * hf;
-            if (T == 1 && !hf) q35_pf_lines(pd, grp + (8 * sb + s) * pfs, 7); /* 448 >= pfs = 420 */
             const size_t base = (size_t)(8 * sb + s) * a->n + t0;
             const int8_t *aq = a->q + base * 32;
             __m256i s0[4], s1[4];
@@ -251,7 +245,7 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
                 s1[j] = _mm256_set1_epi32(-32 * a->h[2 * (base + j) + 1]);
             }
             const __m256i h0 = _mm256_loadu_si256((const __m256i *)H), h1 = _mm256_loadu_si256((const __m256i *)(H + 64));
-            if (VNNI || T == 1) { /* (one token: the paired loop below generated 1-2% slower) */
+            if (VNNI || T == 1) { /* (T = 1, a prompt's last token: when generation came here, the paired loop below was 1-2% slower) */
                 UNROLL
                 for (int c = 0; c < 4; c++) {
                     const __m256i v = _mm256_loadu_si256((const __m256i *)(L + 64 * c));
@@ -317,26 +311,21 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
  * blocks is walked by pointer (scales, chunks, and the tokens' activations a block apart), as the
  * single-token walks below: locating every block from its index took ~20 scalar operations a
  * block, which on Intel cores share ports 0, 1 and 5 with the vector work (docs/speed.md "AVX2
- * only"). With one token it also prefetches (the first half; the second reads the group from cache). */
-#define R8_TILE(name, core, QB, NL, DT)                                                                        \
+ * only"). One token goes through the walks below; T = 1 here is a prompt's last token. */
+#define R8_TILE(name, core, QB)                                                                        \
     INLINE void name(const uint8_t *grp, int64_t nb, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows, \
                      int64_t rbase, int64_t r0, int64_t r1) {                                                   \
-        _Static_assert(NL * 64 >= QB + 33, "q35_pf_lines must cover a step");                                  \
         __m256 acc[4];                                                                                         \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();                                              \
-        const int64_t pfs = q35_pf_step(SUFFIX(sbytes16)(nb) + QB * nb, nb);                                   \
-        const q35_pf_dist pd = q35_pf_for(DT);                                                                 \
         const size_t an = (size_t)a->n;                                                                        \
         const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */                                           \
         const int32_t *as = a->s + t0;                                                                         \
         const float *ad = a->d + t0;                                                                           \
-        const uint8_t *pf = grp;                                                                               \
         for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                     \
             const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, QB);                        \
             const uint8_t *sp = grp + off + 16 * hf, *cp = grp + off + q35_r16_run_scale_bytes(len) + 32 * hf; \
             for (int64_t i = 0; i < len; i++) {                                                                \
-                if (T == 1 && !hf) q35_pf_lines(pd, pf, NL), pf += pfs;                                        \
                 core(sp + 32 * i, cp + QB * i, aq, as, ad, T, acc);                                            \
                 aq += 32 * an, as += an, ad += an;                                                             \
             }                                                                                                  \
@@ -413,8 +402,8 @@ typedef void (*SUFFIX(pair_fn))(const uint8_t *, const uint8_t *, int64_t, const
             for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, tile, (grp, nu, hf, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1); \
         }                                                                                                      \
     }
-R8_TILE(SUFFIX(q4_tile), SUFFIX(q4_core_p), 256, 5, Q35_DT_Q4_0)
-R8_TILE(SUFFIX(q8_tile), SUFFIX(q8_core_p), 512, 9, Q35_DT_Q8_0)
+R8_TILE(SUFFIX(q4_tile), SUFFIX(q4_core_p), 256)
+R8_TILE(SUFFIX(q8_tile), SUFFIX(q8_core_p), 512)
 R8_WALK(SUFFIX(q4_pair), SUFFIX(q4_core_p), 256, 5, Q35_DT_Q4_0, 2)
 R8_WALK(SUFFIX(q8_pair), SUFFIX(q8_core_p), 512, 9, Q35_DT_Q8_0, 2)
 R8_WALK(SUFFIX(q4_one), SUFFIX(q4_core_p), 256, 5, Q35_DT_Q4_0, 1)
