@@ -579,6 +579,9 @@ INLINE void SUFFIX(q6k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
         for (int h = 0; h < 2; h++) {
             __m256i s0 = _mm256_set1_epi32(-32 * ah[2 * s]), s1 = _mm256_set1_epi32(-32 * ah[2 * s + 1]);
             const __m256i h0 = _mm256_loadu_si256((const __m256i *)(H + 32 * h)), h1 = _mm256_loadu_si256((const __m256i *)(H + 64 + 32 * h));
+#if !VNNI
+            __m256i pl = _mm256_setzero_si256(), ph = pl; /* chunk c - 1's 16-bit products, c odd */
+#endif
             UNROLL
             for (int c = 0; c < 4; c++) {
                 const __m256i v = _mm256_loadu_si256((const __m256i *)(L + 64 * c + 32 * h));
@@ -590,9 +593,13 @@ INLINE void SUFFIX(q6k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
 #if VNNI
                 s0 = DPBUSD(s0, lo, SUFFIX(bc32)(aq + 4 * c));
                 s1 = DPBUSD(s1, hi, SUFFIX(bc32)(aq + 16 + 4 * c));
-#else
-                s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, SUFFIX(bc32)(aq + 4 * c)), ones));
-                s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, SUFFIX(bc32)(aq + 16 + 4 * c)), ones));
+#else /* codes up to 63: two chunks' 16-bit products (each lane <= 16002) add before one vpmaddwd */
+                const __m256i ml = _mm256_maddubs_epi16(lo, SUFFIX(bc32)(aq + 4 * c)), mh = _mm256_maddubs_epi16(hi, SUFFIX(bc32)(aq + 16 + 4 * c));
+                if (c & 1) {
+                    s0 = _mm256_add_epi32(s0, _mm256_madd_epi16(_mm256_add_epi16(pl, ml), ones));
+                    s1 = _mm256_add_epi32(s1, _mm256_madd_epi16(_mm256_add_epi16(ph, mh), ones));
+                } else
+                    pl = ml, ph = mh;
 #endif
             }
             const __m256 sc0f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s) + 8 * h))));
