@@ -21,6 +21,14 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #include "kernels/unroll.h"
+#define R16_NPART 2 /* halves of 8 rows */
+#define R16_VEC __m256
+#define R16_ZERO() _mm256_setzero_ps()
+#define R16_STORE(y, v, rbase, r0, r1) SUFFIX(store8)(y, v, rbase, r0, r1)
+#define R16_ALIGN 32
+#define U_T 4
+#define U_TILES TILES4
+#include "kernels/r16_loops.h"
 
 INLINE __m256i SUFFIX(bc32)(const int8_t *p) {
     int32_t v;
@@ -416,7 +424,6 @@ R8_DRIVER(SUFFIX(mm_q8_r16_dec), SUFFIX(q8_tile), SUFFIX(q8_pair), SUFFIX(q8_one
  * masked apart (an and, a shift and an and per chunk), plain Q8_0's weights and their absolute
  * values (an xor and an abs). A block is UBLK bytes: its chunks as q4_core / q8_core read them
  * with U, then the 8 rows' scales as floats. AVX-VNNI Q8_0 multiplies the stored codes as they are. */
-enum { U_MAX_COLS = 6144 }; /* every matrix of the 0.8B and 2B models */
 
 /* The 4 chunks of a 32-value block's half (chunk c at cq + 64 c) as low then high nibbles, 32
  * bytes each, at u + 64 c (Q4_0/Q4R blocks and Q4_K sub-blocks alike). */
@@ -476,27 +483,8 @@ static void q8_unpack8(const uint8_t *grp, int64_t nb, int hf, uint8_t *u) {
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);       \
     }
-/* Prompts of MIN_N tokens or more over rows of up to U_MAX_COLS columns unpack each half group
- * once (UBLK bytes per 32 columns; unpack and tile take its units of UNIT columns: blocks, or
- * super-blocks of the K formats); the rest go through dec, whose tiles make the weights ready
- * inline. MIN_N: bench_kernels -i avx2 -n 8, 1 thread, unpacked against packed tiles (GFLOP/s):
+/* U_DRIVER (r16_loops.h): MIN_N: bench_kernels -i avx2 -n 8, 1 thread, unpacked against packed tiles (GFLOP/s):
  * Q6_K 83 / 70 plain, 96 / 90 AVX-VNNI; Q4_K 109 / 113, 125 / 135 (n=16: 133 / 124, 158 / 154). */
-#define U_DRIVER(name, dec, unpack, tile, UNIT, UBLK, MIN_N)                                                   \
-    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
-        if (j->n < MIN_N || j->cols > U_MAX_COLS) {                                                            \
-            dec(j, r0, r1);                                                                                    \
-            return;                                                                                            \
-        }                                                                                                      \
-        const int64_t nu = j->cols / UNIT;                                                                     \
-        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
-        _Alignas(32) uint8_t u[U_MAX_COLS / 32 * UBLK]; /* one half group */                                  \
-        for (int64_t h = r0 / 8; h * 8 < r1; h++) {                                                            \
-            const uint8_t *grp = j->w + (size_t)(h / 2) * gb;                                                  \
-            const int hf = (int)(h & 1);                                                                       \
-            unpack(grp, nu, hf, u);                                                                            \
-            for (int t0 = 0; t0 < j->n; t0 += 4) TILES4(j->n - t0, tile, (grp, u, nu, hf, &j->a, t0), j->Y, j->rows, 8 * h, r0, r1); \
-        }                                                                                                      \
-    }
 U_TILE(SUFFIX(q4_tile_u), SUFFIX(q4_core), 288, 256)
 U_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(mm_q4_r16_dec), SUFFIX(q4_unpack8), SUFFIX(q4_tile_u), 32, 288, 8) /* 54 KiB */
 #if !VNNI
@@ -610,20 +598,6 @@ INLINE void SUFFIX(q6k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
         }
     }
 }
-/* One token over the groups of rows [r0, r1): super-blocks of SBB bytes, call(grp, sb) adds one. */
-#define K16_WALK(name, SBB, DT, call)                                                                          \
-    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
-        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
-        const int64_t nsb = j->cols / 256, pfs = q35_pf_step(SBB, 8);                                          \
-        const q35_pf_dist pd = q35_pf_for(DT);                                                                 \
-        for (int64_t g = r0 / 16; g * 16 < r1; g++) {                                                          \
-            const uint8_t *grp = j->w + (size_t)g * gb;                                                        \
-            __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};                                        \
-            for (int64_t sb = 0; sb < nsb; sb++) call;                                                         \
-            SUFFIX(store8)(j->Y, acc[0], 16 * g, r0, r1);                                                      \
-            SUFFIX(store8)(j->Y, acc[1], 16 * g + 8, r0, r1);                                                  \
-        }                                                                                                      \
-    }
 K16_WALK(SUFFIX(q4k_one16), 2368, Q35_DT_Q4_K,
          SUFFIX(q4k_sb16)(grp + 2368 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.ds + 8 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
 K16_WALK(SUFFIX(q6k_one16), 3360, Q35_DT_Q6_K,

@@ -22,6 +22,12 @@
 
 #define INLINE static inline __attribute__((always_inline))
 #include "kernels/unroll.h"
+#define R16_NPART 4 /* quarters of 4 rows */
+#define R16_VEC float32x4_t
+#define R16_ZERO() vdupq_n_f32(0.0f)
+#define R16_STORE(y, v, rbase, r0, r1) store4(y, v, rbase, r0, r1)
+#define R16_ALIGN 16
+#include "kernels/r16_loops.h" /* U_DRIVER, K16_WALK; U_T and U_TILES below */
 
 static int64_t sbytes16(int64_t nb) { return (nb * 32 + 63) & ~(int64_t)63; }
 
@@ -359,21 +365,6 @@ INLINE void SUFFIX(q6k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
         }
     }
 }
-#define K16_WALK(name, SBB, DT, call)                                                                          \
-    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
-        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
-        const int64_t nsb = j->cols / 256, pfs = q35_pf_step(SBB, 8);                                         \
-        const q35_pf_dist pd = q35_pf_for(DT);                                                                 \
-        for (int64_t g = r0 / 16; g * 16 < r1; g++) {                                                          \
-            const uint8_t *grp = j->w + (size_t)g * gb;                                                        \
-            float32x4_t acc[4];                                                                                \
-            UNROLL                                                                                             \
-            for (int q = 0; q < 4; q++) acc[q] = vdupq_n_f32(0.0f);                                            \
-            for (int64_t sb = 0; sb < nsb; sb++) call;                                                         \
-            UNROLL                                                                                             \
-            for (int q = 0; q < 4; q++) store4(j->Y, acc[q], 16 * g + 4 * q, r0, r1);                          \
-        }                                                                                                      \
-    }
 K16_WALK(SUFFIX(q4k_one16), 2368, Q35_DT_Q4_K,
          SUFFIX(q4k_sb16)(grp + 2368 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.ds + 8 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
 K16_WALK(SUFFIX(q6k_one16), 3360, Q35_DT_Q6_K,
@@ -401,11 +392,10 @@ R4_DRIVER(SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_tile), SUFFIX(q4k_one16), j->cols /
 R4_DRIVER(SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_tile), SUFFIX(q6k_one16), j->cols / 256)
 
 /* Prompts: each quarter group's weights made ready once into a stack buffer, not again for every
- * 4-token tile (as mm_avx2_impl.h's U_DRIVER): Q4_0/Q4R's and Q4_K's nibbles masked apart, Q6_K's
+ * token tile (U_DRIVER, r16_loops.h, as AVX2): Q4_0/Q4R's and Q4_K's nibbles masked apart, Q6_K's
  * codes put together, Q8_0's codes made signed. Block-32 formats: a block is 144 bytes, its 8
  * vectors of 16 codes (Q4: the 4 chunks' low nibbles, then their high ones; Q8_0: the 8 chunks)
  * then the 4 rows' scales as floats; K formats: 128 bytes per sub-block, the codes alone. */
-enum { U_MAX_COLS = 6144 }; /* every matrix of the 0.8B and 2B models */
 #ifndef U_MIN_N
 #define U_MIN_N 8
 #endif
@@ -572,25 +562,6 @@ INLINE void SUFFIX(q6k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
     for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
 }
 
-/* Prompts of MIN_N tokens or more over rows of up to U_MAX_COLS columns unpack each quarter group
- * once (UBLK bytes per 32 columns; unpack and tile take its units of UNIT columns); the rest go
- * through dec. */
-#define U_DRIVER(name, dec, unpack, tile, UNIT, UBLK, MIN_N)                                                   \
-    static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
-        if (j->n < MIN_N || j->cols > U_MAX_COLS) {                                                            \
-            dec(j, r0, r1);                                                                                    \
-            return;                                                                                            \
-        }                                                                                                      \
-        const int64_t nu = j->cols / UNIT;                                                                     \
-        const size_t gb = q35_r16_group_bytes(j->W->dtype, j->cols);                                           \
-        _Alignas(16) uint8_t u[U_MAX_COLS / 32 * UBLK]; /* one quarter group */                               \
-        for (int64_t h = r0 / 4; h * 4 < r1; h++) {                                                            \
-            const uint8_t *grp = j->w + (size_t)(h / 4) * gb;                                                  \
-            const int qt = (int)(h & 3);                                                                       \
-            unpack(grp, nu, qt, u);                                                                            \
-            for (int t0 = 0; t0 < j->n; t0 += U_T) U_TILES(j->n - t0, tile, (grp, u, nu, qt, &j->a, t0), j->Y, j->rows, 4 * h, r0, r1); \
-        }                                                                                                      \
-    }
 U_DRIVER(SUFFIX(mm_q4_r16), SUFFIX(mm_q4_r16_dec), SUFFIX(q4_unpack4), SUFFIX(b32_tile_u), 32, 144, U_MIN_N) /* 27 KiB */
 U_DRIVER(SUFFIX(mm_q8_r16), SUFFIX(mm_q8_r16_dec), SUFFIX(q8_unpack4), SUFFIX(b32_tile_u), 32, 144, U_MIN_N)
 U_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_unpack4), SUFFIX(q4k_tile_u), 256, 128, U_MIN_N) /* 24 KiB */
