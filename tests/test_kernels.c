@@ -422,15 +422,18 @@ static void actq_and_rotation(void) {
     X[cols + 200] = NAN;
     X[2 * cols + 300] = -INFINITY;
     const int nb = (int)(cols / 32);
-    int8_t q0[3 * 1024], q1[3 * 1024];
-    float d0[3 * 32], d1[3 * 32];
-    int32_t s0[3 * 32], s1[3 * 32];
-    int16_t h0[6 * 32], h1[6 * 32];
-    q35_act a0 = {q0, d0, s0, h0, NULL, nb, n}, a1 = {q1, d1, s1, h1, NULL, nb, n};
+    /* in tiles of 2 tokens (mm.h): the second tile holds token 2 and a padding token */
+    int8_t q0[4 * 1024], q1[4 * 1024];
+    float d0[4 * 32], d1[4 * 32];
+    int32_t s0[4 * 32], s1[4 * 32];
+    int16_t h0[8 * 32], h1[8 * 32];
+    memset(q0, 0, sizeof q0), memset(d0, 0, sizeof d0), memset(s0, 0, sizeof s0), memset(h0, 0, sizeof h0);
+    memset(d1, 0, sizeof d1), memset(s1, 0, sizeof s1), memset(h1, 0, sizeof h1);
+    q35_act a0 = {q0, d0, s0, h0, NULL, nb, n, 2}, a1 = {q1, d1, s1, h1, NULL, nb, n, 2};
     for (int t = 0; t < n; t++) q35_actq_ref(X + t * cols, t, -8, &a0);
     const int nonfinite[3][2] = {{1, 67 / 32}, {1, 200 / 32}, {2, 300 / 32}}; /* token, block */
     for (int k = 0; k < 3; k++) {
-        const size_t i = (size_t)nonfinite[k][1] * n + nonfinite[k][0];
+        const size_t i = q35_act_at(&a0, nonfinite[k][1], nonfinite[k][0]);
         int zero = d0[i] == 0.0f && s0[i] == 0;
         for (int j = 0; j < 32; j++) zero &= q0[32 * i + j] == 0;
         CHECK(zero, "token %d block %d holds inf/NaN but did not quantize to zero", nonfinite[k][0], nonfinite[k][1]);
@@ -442,6 +445,7 @@ static void actq_and_rotation(void) {
         isa_use(isas[ii]);
         const q35_kern *K = q35_kern_active();
         memset(q1, 0x55, sizeof q1);
+        for (int i = 0; i < nb; i++) memset(q1 + 32 * q35_act_at(&a1, i, 3), 0, 32); /* the padding token */
         for (int t = 0; t < n; t++) K->actq(X + t * cols, t, -8, &a1);
         CHECK(!memcmp(q0, q1, sizeof q0) && !memcmp(d0, d1, sizeof d0) && !memcmp(s0, s1, sizeof s0) && !memcmp(h0, h1, sizeof h0),
               "%s: 8-bit activations differ from the reference", isa_str(isas[ii]));
@@ -457,7 +461,7 @@ static void actq_and_rotation(void) {
         float amax = 0;
         for (int k = 0; k < 32; k++) amax = fmaxf(amax, fabsf(X[32 * b + k]));
         for (int k = 0; k < 32; k++) {
-            const float err = fabsf(X[32 * b + k] - d0[b * n] * q0[(b * n) * 32 + k]);
+            const float err = fabsf(X[32 * b + k] - d0[q35_act_at(&a0, b, 0)] * q0[q35_act_at(&a0, b, 0) * 32 + k]);
             CHECK(err <= amax / 254.0f * 1.0001f + 1e-30f, "block %d value %d: error %g (max %g)", b, k, err, amax);
         }
     }

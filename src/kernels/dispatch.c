@@ -80,6 +80,7 @@ static void detect(void) {
         if (((d >> 24) & 3) == 3 && (xcr0 & 0x60000) == 0x60000 && !(e && !strcmp(e, "0")) && q35_amx_init() == 0) {
             g.amx = 1;
             kern_amx = q35_kern_avx512;
+            kern_amx.act_tile = 16; /* AMX token tiles of 16 (and the AVX-512 tiles of 8 below Q35_AMX_MIN_N) */
             kern_amx.mm[Q35_DT_Q8_0][1] = q35_mm_amx_q8;
             kern_amx.mm[Q35_DT_Q4_0][1] = q35_mm_amx_q4;
             kern_amx.mm[Q35_DT_Q4R][1] = q35_mm_amx_q4;

@@ -57,16 +57,21 @@ void q35_matmul_release(void) { buf_free(&tls_buf); }
 
 static size_t al64(size_t x) { return (x + 63) & ~(size_t)63; }
 
-/* Bytes for n tokens x cols of 8-bit activations (+ one rotated row), and their carving. */
-static size_t act_bytes(int64_t cols, int n) {
-    const size_t nbn = (size_t)(cols / 32) * (size_t)n;
+/* q35_act's tile for n tokens with table K (mm.h). */
+static int act_tile(const q35_kern *K, int n) { return K->act_tile > 0 && K->act_tile < n ? K->act_tile : n > 0 ? n : 1; }
+
+/* Bytes for n tokens x cols of 8-bit activations in tiles of tt (the last one padded to tt), plus
+ * one rotated row, and their carving. */
+static size_t act_bytes(int64_t cols, int n, int tt) {
+    const size_t nbn = (size_t)(cols / 32) * ((size_t)(n + tt - 1) / (size_t)tt * (size_t)tt);
     return al64(nbn * 32) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64((size_t)cols * 4);
 }
-static float *act_carve(void *p, int64_t cols, int n, q35_act *a) {
-    const size_t nbn = (size_t)(cols / 32) * (size_t)n;
+static float *act_carve(void *p, int64_t cols, int n, int tt, q35_act *a) {
+    const size_t nbn = (size_t)(cols / 32) * ((size_t)(n + tt - 1) / (size_t)tt * (size_t)tt);
     char *c = p;
     a->nb = (int)(cols / 32);
     a->n = n;
+    a->tt = tt;
     a->q = (int8_t *)c;
     c += al64(nbn * 32);
     a->d = (float *)c;
@@ -81,7 +86,7 @@ static float *act_carve(void *p, int64_t cols, int n, q35_act *a) {
 }
 
 int q35_matmul_reserve(int64_t cols, int n) {
-    const size_t need = act_bytes(cols, n), bf = al64((size_t)cols * (size_t)n * 2);
+    const size_t need = act_bytes(cols, n, act_tile(q35_kern_active(), n)), bf = al64((size_t)cols * (size_t)n * 2);
     return buf_get(need > bf ? need : bf) ? 0 : -1;
 }
 
@@ -109,7 +114,7 @@ static void quantize_range(const q35_kern *K, q35_dtype dt, const float *X, int6
         K->actq(x, t, mult, a);
         if (dt == Q35_DT_Q4_K) /* the min term's per-block factor (mm.h), the same on every ISA */
             for (int64_t b = 0; b < a->nb; b++) {
-                const size_t i = (size_t)b * (size_t)a->n + (size_t)t;
+                const size_t i = q35_act_at(a, b, t);
                 a->ds[i] = a->d[i] * (float)(a->h[2 * i] + a->h[2 * i + 1]);
             }
     }
@@ -126,10 +131,14 @@ typedef struct actq_ctx {
 
 enum { ACTQ_STACK_COLS = 8192 }; /* a task rotates one row on its stack: 32 KiB */
 
+/* Task i quantizes whole token tiles [nt i / n_tasks, nt (i + 1) / n_tasks) of the nt tiles (no
+ * cache line written by two threads). */
 static void actq_task(void *vctx, int i, int n_tasks) {
     const actq_ctx *c = vctx;
     float tmp[ACTQ_STACK_COLS];
-    quantize_range(c->K, c->dt, c->X, c->cols, (int)((long long)c->n * i / n_tasks), (int)((long long)c->n * (i + 1) / n_tasks), c->a, tmp);
+    const int tt = c->a->tt, nt = (c->n + tt - 1) / tt;
+    const int t0 = (int)((long long)nt * i / n_tasks) * tt, t1 = (int)((long long)nt * (i + 1) / n_tasks) * tt;
+    quantize_range(c->K, c->dt, c->X, c->cols, t0, t1 < c->n ? t1 : c->n, c->a, tmp);
 }
 
 /* Quantize tokens [0, n) of X into a; a prompt's tokens are split across the pool. */
@@ -141,7 +150,8 @@ static void quantize_acts(const q35_kern *K, q35_dtype dt, const float *X, int64
         return;
     }
     actq_ctx c = {K, dt, X, cols, n, a};
-    q35_pool_run(pool, T < n ? T : n, actq_task, &c);
+    const int nt = (n + a->tt - 1) / a->tt;
+    q35_pool_run(pool, T < nt ? T : nt, actq_task, &c);
 }
 
 typedef struct run_ctx {
@@ -196,7 +206,8 @@ static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, in
         }
     }
     if (is_int_format(dt)) {
-        void *p = buf_get(act_bytes(cols, n));
+        const int tt = act_tile(K, n);
+        void *p = buf_get(act_bytes(cols, n, tt));
         if (!p) { /* out of memory: one token at a time through buffers on the stack */
             enum { MAXC = 8192 };
             if (cols > MAXC) {
@@ -213,13 +224,13 @@ static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, in
                 one.n = 1;
                 one.X = X + (int64_t)t * cols;
                 one.Y = Y + (int64_t)t * rows;
-                one.a = (q35_act){q, d, s, h, ds, (int)(cols / 32), 1};
+                one.a = (q35_act){q, d, s, h, ds, (int)(cols / 32), 1, 1};
                 quantize_acts(K, dt, one.X, cols, 1, &one.a, tmp, 0);
                 fn(&one, r0, r1);
             }
             return;
         }
-        float *tmp = act_carve(p, cols, n, &job.a);
+        float *tmp = act_carve(p, cols, n, tt, &job.a);
         quantize_acts(K, dt, X, cols, n, &job.a, tmp, parallel);
     }
     run_ctx ctx = {fn, &job, r0, r1};
@@ -272,7 +283,8 @@ void q35_matmul_many(const q35_tensor *const *W, float *const *Y, int count, con
     const int64_t cols = W[0]->shape[1];
     const q35_kern *K = q35_kern_active();
     q35_mm_fn fn = same && is_int_format(dt) && q35_quant_supports(dt, cols) ? K->mm[dt][W[0]->layout == Q35_LAYOUT_R16] : NULL;
-    void *p = fn ? buf_get(act_bytes(cols, n)) : NULL;
+    const int tt = act_tile(K, n);
+    void *p = fn ? buf_get(act_bytes(cols, n, tt)) : NULL;
     if (!p) { /* different formats, float weights, or no buffer: one product at a time */
         for (int k = 0; k < count; k++) q35_matmul(W[k], X, n, Y[k]);
         return;
@@ -281,7 +293,7 @@ void q35_matmul_many(const q35_tensor *const *W, float *const *Y, int count, con
     int64_t g_end[MAX_MANY], G = 0;
     double macs = 0;
     q35_act a;
-    float *tmp = act_carve(p, cols, n, &a);
+    float *tmp = act_carve(p, cols, n, tt, &a);
     quantize_acts(K, dt, X, cols, n, &a, tmp, 1);
     for (int k = 0; k < count; k++) {
         jobs[k] = (q35_mm_job){.W = W[k], .w = W[k]->data, .rows = W[k]->shape[0], .cols = cols, .n = n, .X = X, .Y = Y[k], .a = a};

@@ -9,25 +9,39 @@
 #include "kernels/prefetch.h"
 #include "kernels/quant.h"
 
-/* Activations quantized to 8 bits per block of 32 columns, block-major so the tokens of one block
- * sit together (a kernel's token tile reads them at fixed offsets):
- *   x[t][32b + k] ~= d[b][t] * q[b][t][k],   |q| <= 127 (never -128),
+/* Activations quantized to 8 bits per block of 32 columns (x[t][32b + k] ~= d * q, below), stored
+ * in token tiles of tt tokens: tile by tile, block-major inside a tile, so a kernel's token tile
+ * (tt a multiple of its token count) reads the tokens of one block at fixed offsets and the blocks
+ * one after another. Element (b, t) is at q35_act_at(a, b, t) = ((t / tt) nb + b) tt + t % tt:
+ *   x[t][32b + k] ~= d[i] * q[32 i + k],   |q| <= 127 (never -128),   i = q35_act_at(a, b, t),
  *   d = max|x over the block| / 127, q = nearest-even(x * (127 / max|x|)) (0 when the block is 0),
- *   s[b][t] = mult * sum_k q[b][t][k] (mult chosen per weight format and ISA: the kernels start
+ *   s[i] = mult * sum_k q[32 i + k] (mult chosen per weight format and ISA: the kernels start
  *   their integer accumulators at s to undo the offset of unsigned weight codes),
- *   h[b][t][i] = sum of q[b][t][16i .. 16i+15] (plain sums, for Q6_K's 16-value sub-blocks).
- *   ds[b][t] = d[b][t] * (float)(sum_k q[b][t][k]) (one rounding; Q4_K's min term, filled by
+ *   h[2 i + j] = sum of q[32 i + 16 j .. 32 i + 16 j + 15] (plain sums, for Q6_K's 16-value sub-blocks).
+ *   ds[i] = d[i] * (float)(sum_k q[32 i + k]) (one rounding; Q4_K's min term, filled by
  *   matmul.c for Q4_K products only).
+ * With tt = n (one tile) this is [nb][n]; one token is [nb] whatever tt. Block-major over all n
+ * tokens, a 4-token tile read 128 bytes per block 32 n bytes apart (4 KB at a 128-token chunk),
+ * which the hardware prefetchers do not follow: in tiles of 8, the AVX2 Q4_0 / Q4_K prompt
+ * products run 10-15% faster (docs/speed.md, "Activations in token tiles").
  * For Q4R weights, x is first rotated per 128-column group (quant.h). */
 typedef struct q35_act {
-    int8_t *q;    /* [nb][n][32] */
-    float *d;     /* [nb][n] */
-    int32_t *s;   /* [nb][n] */
-    int16_t *h;   /* [nb][n][2] */
-    float *ds;    /* [nb][n] (Q4_K products; else unset) */
+    int8_t *q;    /* [ceil(n / tt)][nb][tt][32] */
+    float *d;     /* [ceil(n / tt)][nb][tt] */
+    int32_t *s;   /* [ceil(n / tt)][nb][tt] */
+    int16_t *h;   /* [ceil(n / tt)][nb][tt][2] */
+    float *ds;    /* [ceil(n / tt)][nb][tt] (Q4_K products; else unset) */
     int nb;       /* blocks per row: cols / 32 */
     int n;        /* tokens */
+    int tt;       /* tokens per tile (1 <= tt <= n, or 1 when n = 0) */
 } q35_act;
+
+/* Where block b of token t sits in a's arrays (h: twice this); q35_act_in for a tile tt known
+ * where it is called (a constant: no division). */
+static inline size_t q35_act_in(int nb, int tt, int64_t b, int t) {
+    return ((size_t)(t / tt) * (size_t)nb + (size_t)b) * (size_t)tt + (size_t)(t % tt);
+}
+static inline size_t q35_act_at(const q35_act *a, int64_t b, int t) { return q35_act_in(a->nb, a->tt, b, t); }
 
 /* One product Y[n][rows] = X[n][cols] · W^T, as the kernels see it. */
 typedef struct q35_mm_job {
@@ -54,6 +68,8 @@ typedef struct q35_kern {
     q35_mm_fn mm[Q35_DT_COUNT][2];  /* [dtype][layout] (NULL: fall back to the scalar table) */
     q35_mm_fn mm_bf16dot;           /* bf16 weights x bf16-rounded activations (NULL: none) */
     int act_mult[Q35_DT_COUNT];     /* s = mult * sum q for this dtype in R16 layout */
+    int act_tile;                   /* q35_act's tt for n >= act_tile tokens (else n): a multiple
+                                     * of every token tile the table's products take */
     q35_actq_fn actq;
     q35_rot_fn rot;
 } q35_kern;

@@ -126,26 +126,26 @@ INLINE void scale_add(__m512 *acc, const int32_t *C, __m512 dw, const float *da,
 #define BLOCK_DP(c, at, wt, b, i)                                                               \
     do {                                                                                     \
         _tile_zero(c);                                                                       \
-        _tile_loadd(at, a->q + ((size_t)(b) * a->n + t0) * 32, 32);                          \
+        _tile_loadd(at, a->q + (a0 + (size_t)(b) * (size_t)a->tt) * 32, 32);                          \
         _tile_loadd(wt, wq + 512 * (i), 64);                                                 \
         _tile_dpbssd(c, at, wt);                                                             \
     } while (0)
 #define HALF_DP(c, at, wt, b, i, h)                                                             \
     do {                                                                                     \
         _tile_zero(c);                                                                       \
-        _tile_loadd(at, a->q + ((size_t)(b) * a->n + t0) * 32 + 16 * (h), 32);               \
+        _tile_loadd(at, a->q + (a0 + (size_t)(b) * (size_t)a->tt) * 32 + 16 * (h), 32);               \
         _tile_loadd(wt, wq + 512 * (i) + 256 * (h), 64);                                     \
         _tile_dpbssd(c, at, wt);                                                             \
     } while (0)
 
 /* Q6_K block b: C0, C1 the products of its two halves. */
-INLINE void scale_q6k(__m512 *acc, const int32_t *C0, const int32_t *C1, const uint8_t *grp, int64_t b, const q35_act *a, int t0, const int T) {
+INLINE void scale_q6k(__m512 *acc, const int32_t *C0, const int32_t *C1, const uint8_t *grp, int64_t b, const q35_act *a, size_t a0, const int T) {
     const uint8_t *p = grp + 3360 * (b / 8);
     const int64_t s = b % 8;
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
     const __m512 sc0f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s)))));
     const __m512 sc1f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1)))));
-    const size_t base = (size_t)b * a->n + t0;
+    const size_t base = a0 + (size_t)b * (size_t)a->tt;
     /* 16 trips, the body under t < T: the tail copy's run-time T left clang -O1 unable to unroll
      * a loop to T fully (the other formats' scale_add it could) */
     UNROLL
@@ -159,45 +159,45 @@ INLINE void scale_q6k(__m512 *acc, const int32_t *C0, const int32_t *C1, const u
     }
 }
 
-INLINE void scale_block(__m512 *acc, const int32_t *C, const uint8_t *grp, int64_t qb, int64_t b, const q35_act *a, int t0,
+INLINE void scale_block(__m512 *acc, const int32_t *C, const uint8_t *grp, int64_t qb, int64_t b, const q35_act *a, size_t a0,
                         const int T) {
-    scale_add(acc, C, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, qb))), a->d + (size_t)b * a->n + t0, T);
+    scale_add(acc, C, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)q35_r16_scales(grp, b, qb))), a->d + a0 + (size_t)b * (size_t)a->tt, T);
 }
 
-/* Tokens [t0, t0 + T) x blocks [b0, b0 + nbk) of one group; acc holds the running sums. Tiles
+/* Tokens [t0, t0 + T) (their tile at a0) x blocks [b0, b0 + nbk) of one group; acc holds the running sums. Tiles
  * are not renamed and a tile store waits for its product: consecutive blocks alternate between
  * two tile sets, block i+1's product is issued before block i's is stored, and the products
  * stored two blocks earlier are scaled meanwhile (a load right after the tile store it reads
  * waits for the store to complete). */
 INLINE void tile_blocks(__m512 *acc, const uint8_t *grp, int64_t qb, const int8_t *wq, int64_t b0, int64_t nbk, const q35_act *a,
-                        int t0, const int T) {
+                        size_t a0, const int T) {
     _Alignas(64) int32_t C[4][16 * 16]; /* [4 blocks][token][row]: block i's products in C[i % 4] */
     BLOCK_DP(0, 1, 2, b0, 0); /* (nbk >= 1) */
     int64_t i = 0;
     for (; i + 2 <= nbk; i += 2) {
         BLOCK_DP(3, 4, 5, b0 + i + 1, i + 1);
         _tile_stored(0, C[i & 3], 64);
-        if (i >= 2) scale_block(acc, C[(i - 2) & 3], grp, qb, b0 + i - 2, a, t0, T);
+        if (i >= 2) scale_block(acc, C[(i - 2) & 3], grp, qb, b0 + i - 2, a, a0, T);
         if (i + 2 < nbk) BLOCK_DP(0, 1, 2, b0 + i + 2, i + 2);
         _tile_stored(3, C[(i + 1) & 3], 64);
-        if (i >= 2) scale_block(acc, C[(i - 1) & 3], grp, qb, b0 + i - 1, a, t0, T);
+        if (i >= 2) scale_block(acc, C[(i - 1) & 3], grp, qb, b0 + i - 1, a, a0, T);
     }
     if (i < nbk) _tile_stored(0, C[i & 3], 64);
-    for (int64_t k = i >= 2 ? i - 2 : 0; k < nbk; k++) scale_block(acc, C[k & 3], grp, qb, b0 + k, a, t0, T);
+    for (int64_t k = i >= 2 ? i - 2 : 0; k < nbk; k++) scale_block(acc, C[k & 3], grp, qb, b0 + k, a, a0, T);
 }
 
 /* Q6_K: both halves of block i issued (tiles 0 and 3), then block i-1's stored products scaled,
  * then block i's stored. */
-INLINE void tile_blocks_q6k(__m512 *acc, const uint8_t *grp, const int8_t *wq, int64_t b0, int64_t nbk, const q35_act *a, int t0, const int T) {
+INLINE void tile_blocks_q6k(__m512 *acc, const uint8_t *grp, const int8_t *wq, int64_t b0, int64_t nbk, const q35_act *a, size_t a0, const int T) {
     _Alignas(64) int32_t C[2][2][16 * 16]; /* [block parity][half][token][row] */
     for (int64_t i = 0; i < nbk; i++) {
         HALF_DP(0, 1, 2, b0 + i, i, 0);
         HALF_DP(3, 4, 5, b0 + i, i, 1);
-        if (i) scale_q6k(acc, C[(i - 1) & 1][0], C[(i - 1) & 1][1], grp, b0 + i - 1, a, t0, T);
+        if (i) scale_q6k(acc, C[(i - 1) & 1][0], C[(i - 1) & 1][1], grp, b0 + i - 1, a, a0, T);
         _tile_stored(0, C[i & 1][0], 64);
         _tile_stored(3, C[i & 1][1], 64);
     }
-    scale_q6k(acc, C[(nbk - 1) & 1][0], C[(nbk - 1) & 1][1], grp, b0 + nbk - 1, a, t0, T);
+    scale_q6k(acc, C[(nbk - 1) & 1][0], C[(nbk - 1) & 1][1], grp, b0 + nbk - 1, a, a0, T);
 }
 
 /* Masked store of 16 row results at rows rbase..rbase+15, keeping only [r0, r1). */
@@ -217,11 +217,12 @@ INLINE void store16(float *y, __m512 v, int64_t rbase, int64_t r0, int64_t r1) {
 INLINE void token_tile(const int fmt, const q35_mm_job *j, const uint8_t *grp, int64_t nb, int8_t *wq, int single_chunk, int64_t g, int64_t r0,
                        int64_t r1, int t0, const int T) {
     __m512 acc[16] = {0}; /* (all set: the tail copy has a run-time T) */
+    const size_t a0 = q35_act_at(&j->a, 0, t0); /* t0's tile (mm.h): tt is 16 or n, so it holds all T tokens */
     for (int64_t b0 = 0; b0 < nb; b0 += CHUNK_BLOCKS) {
         const int64_t nbk = nb - b0 < CHUNK_BLOCKS ? nb - b0 : CHUNK_BLOCKS;
         if (!single_chunk) unpack(fmt, grp, nb, b0, nbk, wq);
-        if (fmt == F_Q6K) tile_blocks_q6k(acc, grp, wq, b0, nbk, &j->a, t0, T);
-        else tile_blocks(acc, grp, QB(fmt), wq, b0, nbk, &j->a, t0, T);
+        if (fmt == F_Q6K) tile_blocks_q6k(acc, grp, wq, b0, nbk, &j->a, a0, T);
+        else tile_blocks(acc, grp, QB(fmt), wq, b0, nbk, &j->a, a0, T);
     }
     UNROLL
     for (int t = 0; t < T; t++) store16(j->Y + (int64_t)(t0 + t) * j->rows, acc[t], 16 * g, r0, r1);

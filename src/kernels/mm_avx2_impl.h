@@ -28,6 +28,7 @@
 #define R16_ALIGN 32
 #define U_T 4
 #define U_TILES TILES4
+#define U_TT 8 /* the table's act_tile: tiles of 4 read as fast from tiles of 8 (docs/speed.md "Activations in token tiles") */
 #include "kernels/r16_loops.h"
 
 INLINE __m256i SUFFIX(bc32)(const int8_t *p) {
@@ -153,13 +154,15 @@ INLINE void SUFFIX(q8_core_p)(const uint8_t *sc, const uint8_t *cq, const int8_t
 
 /* ---- Q4_K ---- */
 /* u: the half group unpacked (q4k_unpack8: per sub-block, each chunk's low then high nibbles, 32
- * bytes each), or NULL to mask the nibbles apart here. */
+ * bytes each), or NULL to mask the nibbles apart here. TT: a's tile, U_TT for the unpacked tiles
+ * (U_DRIVER), or 0 to read it from a. */
 INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, const uint8_t *u, int64_t nsb, int hf, const q35_act *a, int t0, const int T, float *Y,
-                             int64_t rows, int64_t rbase, int64_t r0, int64_t r1) {
+                             int64_t rows, int64_t rbase, int64_t r0, int64_t r1, const int TT) {
     __m256 acc[4];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(15);
+    const size_t a0 = TT ? q35_act_in(a->nb, TT, 0, t0) : q35_act_at(a, 0, t0), tt = TT ? (size_t)TT : (size_t)a->tt;
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 2368 * sb;
         __m256 sa[4]; /* the reference's super-block sums (ref.c) */
@@ -173,7 +176,7 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, const uint8_t *u, int64_t nsb, 
             const __m256i sc2 = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
 #endif
             const uint8_t *cq = p + 320 + 256 * s + 32 * hf;
-            const size_t base = (size_t)(8 * sb + s) * a->n + t0;
+            const size_t base = a0 + (size_t)(8 * sb + s) * tt;
             const int8_t *aq = a->q + base * 32;
             __m256i dot[4];
             UNROLL
@@ -211,12 +214,12 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, const uint8_t *u, int64_t nsb, 
         __m256 ma[4];
         UNROLL
         for (int j = 0; j < T; j++) ma[j] = _mm256_setzero_ps();
-        const float *ds = a->ds + (size_t)(8 * sb) * a->n + t0;
+        const float *ds = a->ds + a0 + (size_t)(8 * sb) * tt;
         UNROLL
         for (int k = 0; k < 8; k++) {
             const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 192 + 16 * k + 8 * hf))));
             UNROLL
-            for (int j = 0; j < T; j++) ma[j] = _mm256_fmadd_ps(mf, _mm256_set1_ps(ds[(size_t)k * a->n + j]), ma[j]);
+            for (int j = 0; j < T; j++) ma[j] = _mm256_fmadd_ps(mf, _mm256_set1_ps(ds[(size_t)k * tt + j]), ma[j]);
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * hf)));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * hf)));
@@ -237,6 +240,7 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
     const __m256i m4 = _mm256_set1_epi8(15), m30 = _mm256_set1_epi8(0x30);
+    const size_t a0 = q35_act_at(a, 0, t0), tt = (size_t)a->tt;
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 3360 * sb;
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * hf)));
@@ -244,7 +248,7 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
             const __m256 sc0f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s) + 8 * hf))));
             const __m256 sc1f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(p + 32 + 16 * (2 * s + 1) + 8 * hf))));
             const uint8_t *L = p + 288 + 384 * s + 32 * hf, *H = p + 288 + 384 * s + 256 + 32 * hf;
-            const size_t base = (size_t)(8 * sb + s) * a->n + t0;
+            const size_t base = a0 + (size_t)(8 * sb + s) * tt;
             const int8_t *aq = a->q + base * 32;
             __m256i s0[4], s1[4];
             UNROLL
@@ -326,10 +330,10 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
         __m256 acc[4];                                                                                         \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();                                              \
-        const size_t an = (size_t)a->n;                                                                        \
-        const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */                                           \
-        const int32_t *as = a->s + t0;                                                                         \
-        const float *ad = a->d + t0;                                                                           \
+        const size_t an = (size_t)a->tt, a0 = q35_act_at(a, 0, t0);                                            \
+        const int8_t *aq = a->q + 32 * a0; /* t0's tile: [nb][tt][32] */                                       \
+        const int32_t *as = a->s + a0;                                                                         \
+        const float *ad = a->d + a0;                                                                           \
         for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                     \
             const int64_t len = q35_r16_run_len(nb, b0), off = q35_r16_run_at(b0, QB);                        \
             const uint8_t *sp = grp + off + 16 * hf, *cp = grp + off + q35_r16_run_scale_bytes(len) + 32 * hf; \
@@ -475,10 +479,10 @@ static void q8_unpack8(const uint8_t *grp, int64_t nb, int hf, uint8_t *u) {
         __m256 acc[4];                                                                                         \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();                                              \
-        const size_t an = (size_t)a->n;                                                                        \
-        const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */                                           \
-        const int32_t *as = a->s + t0;                                                                         \
-        const float *ad = a->d + t0;                                                                           \
+        const size_t an = U_TT, a0 = q35_act_in(a->nb, U_TT, 0, t0);                                                     \
+        const int8_t *aq = a->q + 32 * a0; /* t0's tile: [nb][U_TT][32] */                                     \
+        const int32_t *as = a->s + a0;                                                                         \
+        const float *ad = a->d + a0;                                                                           \
         for (int64_t b = 0; b < nb; b++, u += UBLK, aq += 32 * an, as += an, ad += an) core(u + QB, u, aq, as, ad, T, acc, 1); \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);       \
@@ -495,7 +499,11 @@ U_DRIVER(mm_q8_r16_plain, mm_q8_r16_dec_plain, q8_unpack8, q8_tile_u, 32, 544, 8
 #endif
 INLINE void SUFFIX(q4k_tile_p)(const uint8_t *grp, int64_t nsb, int hf, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
                                int64_t rbase, int64_t r0, int64_t r1) {
-    SUFFIX(q4k_tile)(grp, NULL, nsb, hf, a, t0, T, Y, rows, rbase, r0, r1);
+    SUFFIX(q4k_tile)(grp, NULL, nsb, hf, a, t0, T, Y, rows, rbase, r0, r1, 0);
+}
+INLINE void SUFFIX(q4k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb, int hf, const q35_act *a, int t0, const int T, float *Y,
+                               int64_t rows, int64_t rbase, int64_t r0, int64_t r1) {
+    SUFFIX(q4k_tile)(grp, u, nsb, hf, a, t0, T, Y, rows, rbase, r0, r1, U_TT);
 }
 R8_DRIVER(SUFFIX(mm_q4k_r16_dec4), SUFFIX(q4k_tile_p), NULL, NULL, j->cols / 256)
 R8_DRIVER(SUFFIX(mm_q6k_r16_dec4), SUFFIX(q6k_tile), NULL, NULL, j->cols / 256)
@@ -666,10 +674,10 @@ INLINE void SUFFIX(q6k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
     __m256 acc[4];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();
-    const size_t an = (size_t)a->n;
-    const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */
-    const int16_t *ah = a->h + 2 * (size_t)t0; /* [nb][n][2] */
-    const float *ad = a->d + t0;
+    const size_t an = U_TT, a0 = q35_act_in(a->nb, U_TT, 0, t0);
+    const int8_t *aq = a->q + 32 * a0; /* t0's tile: [nb][U_TT][32] */
+    const int16_t *ah = a->h + 2 * a0; /* [nb][U_TT][2] */
+    const float *ad = a->d + a0;
     for (int64_t sb = 0; sb < nsb; sb++) {
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(grp + 3360 * sb + 16 * hf)));
         for (int s = 0; s < 8; s++, u += Q6K_USUB, aq += 32 * an, ah += 2 * an, ad += an) {
@@ -729,7 +737,7 @@ static void SUFFIX(q4k_unpack8)(const uint8_t *grp, int64_t nsb, int hf, uint8_t
 }
 
 U_DRIVER(SUFFIX(mm_q6k_r16), SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_unpack8), SUFFIX(q6k_tile_u), 256, Q6K_USUB, 8) /* 66 KiB */
-U_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_unpack8), SUFFIX(q4k_tile), 256, 256, 16)       /* 48 KiB */
+U_DRIVER(SUFFIX(mm_q4k_r16), SUFFIX(mm_q4k_r16_dec), SUFFIX(q4k_unpack8), SUFFIX(q4k_tile_u), 256, 256, 16)       /* 48 KiB */
 
 /* ---- float formats (row-major): 4 rows x up to 2 tokens ---- */
 #if !VNNI
@@ -832,7 +840,7 @@ static void actq(const float *x, int t, int mult, q35_act *a) {
         m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
         const float amax = _mm_cvtss_f32(m4);
-        const size_t i = (size_t)b * a->n + t;
+        const size_t i = q35_act_at(a, b, t);
         int8_t *q = a->q + 32 * i;
         /* v * 0 is NaN exactly for inf and NaN: such a block quantizes to zero, as in ref.c */
         const __m256 zero = _mm256_setzero_ps();
@@ -902,6 +910,7 @@ const q35_kern q35_kern_avx2 = {
            [Q35_DT_Q4_K] = {NULL, mm_q4k_r16_plain}, [Q35_DT_Q6_K] = {NULL, mm_q6k_r16_plain}},
     .act_mult = {[Q35_DT_Q8_0] = 0, [Q35_DT_Q4_0] = -8, [Q35_DT_Q4R] = -8, [Q35_DT_Q4_K] = 1, [Q35_DT_Q6_K] = 1},
     .actq = actq,
+    .act_tile = U_TT,
     .rot = rot,
 };
 /* for the AVX-VNNI table (mm_vnni_avx2.c) */
@@ -922,6 +931,7 @@ const q35_kern q35_kern_avx2vnni = {
            [Q35_DT_Q4_K] = {NULL, mm_q4k_r16_vnni}, [Q35_DT_Q6_K] = {NULL, mm_q6k_r16_vnni}},
     .act_mult = {[Q35_DT_Q8_0] = -128, [Q35_DT_Q4_0] = -8, [Q35_DT_Q4R] = -8, [Q35_DT_Q4_K] = 1, [Q35_DT_Q6_K] = 1},
     .actq = q35_avx2_actq,
+    .act_tile = U_TT,
     .rot = q35_avx2_rot,
 };
 #endif

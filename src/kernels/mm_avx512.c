@@ -165,8 +165,8 @@ INLINE __m512 q4k_fold(const uint8_t *p, __m512 sa, __m512 ma, __m512 acc) {
     const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
     return _mm512_fnmadd_ps(dmin, ma, _mm512_fmadd_ps(d, sa, acc));
 }
-/* Super-block u (256 columns) of a group times T tokens from t0. */
-INLINE void q4k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *a, int t0, const int T, __m512 *acc, int64_t pfs,
+/* Super-block u (256 columns) of a group times T tokens of the tile at a0 (q35_act_at(a, 0, t0)). */
+INLINE void q4k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *a, size_t a0, const int T, __m512 *acc, int64_t pfs,
                      q35_pf_dist pd) {
     (void)nsb;
     const uint8_t *p = grp + 2368 * u;
@@ -175,7 +175,7 @@ INLINE void q4k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
     for (int j = 0; j < T; j++) sa[j] = ma[j] = _mm512_setzero_ps();
     for (int s = 0; s < 8; s++) {
         if (T == 1) q35_pf_lines(pd, grp + (8 * u + s) * pfs, 5); /* 320 >= pfs = 296 */
-        const size_t base = (size_t)(8 * u + s) * a->n + t0;
+        const size_t base = a0 + (size_t)(8 * u + s) * (size_t)a->tt;
         q4k_sub(p, s, a->q + base * 32, a->d + base, a->ds + base, T, sa, ma);
     }
     UNROLL
@@ -208,7 +208,7 @@ INLINE void q6k_dots(const __m512i *w, __m512 sc0f, __m512 sc1f, __m512 d, const
         acc[j] = _mm512_fmadd_ps(f, isum, acc[j]);
     }
 }
-INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *a, int t0, const int T, __m512 *acc, int64_t pfs,
+INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *a, size_t a0, const int T, __m512 *acc, int64_t pfs,
                      q35_pf_dist pd) {
     (void)nsb;
     const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
@@ -220,7 +220,7 @@ INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
     if (T == 1) q35_pf_lines(pd, grp + u * pfs, 7); /* 448 >= pfs = 420 */
     __m512i w[8];
     q35_q6k_codes512(p + 288 + 384 * s, m4, m30, w);
-    const size_t base = (size_t)u * a->n + t0;
+    const size_t base = a0 + (size_t)u * (size_t)a->tt;
     q6k_dots(w, sc0f, sc1f, d, a->q + base * 32, a->h + 2 * base, a->d + base, T, acc);
 }
 #define Q6K_UNITS(cols) ((cols) / 32)
@@ -236,7 +236,8 @@ INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
         for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();                                              \
         const int64_t pfs = PFS(nu);                                                                           \
         const q35_pf_dist pd = PD;                                                                             \
-        for (int64_t u = 0; u < nu; u++) unit(grp, nu, u, a, t0, T, acc, pfs, pd);                              \
+        const size_t a0 = q35_act_at(a, 0, t0);                                                                \
+        for (int64_t u = 0; u < nu; u++) unit(grp, nu, u, a, a0, T, acc, pfs, pd);                              \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);              \
     }
@@ -345,10 +346,10 @@ LEAN_WALK(q8_one, q8_step1, 512, 9, Q8_PD, 1)
         __m512 acc[8];                                                                                         \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();                                              \
-        const size_t an = (size_t)a->n;                                                                        \
-        const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */                                           \
-        const int32_t *as = a->s + t0;                                                                         \
-        const float *ad = a->d + t0;                                                                           \
+        const size_t an = (size_t)a->tt, a0 = q35_act_at(a, 0, t0);                                                                        \
+        const int8_t *aq = a->q + 32 * a0; /* t0's tile: [nb][tt][32] */                                           \
+        const int32_t *as = a->s + a0;                                                                         \
+        const float *ad = a->d + a0;                                                                           \
         for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                     \
             const int64_t len = q35_r16_run_len(nb, b0);                                                       \
             const uint8_t *sp = grp + q35_r16_run_at(b0, QB), *cp = sp + q35_r16_run_scale_bytes(len);         \
@@ -447,10 +448,10 @@ INLINE void q4_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q3
                       int64_t rbase, int64_t r0, int64_t r1) {
     (void)grp;
     __m512 acc[8] = {0}; /* (all set: gcc 12 cannot see that only acc[0..T) are read) */
-    const size_t an = (size_t)a->n;
-    const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */
-    const int32_t *as = a->s + t0;
-    const float *ad = a->d + t0;
+    const size_t an = (size_t)a->tt, a0 = q35_act_at(a, 0, t0);
+    const int8_t *aq = a->q + 32 * a0; /* t0's tile: [nb][tt][32] */
+    const int32_t *as = a->s + a0;
+    const float *ad = a->d + a0;
     for (int64_t b = 0; b < nb; b++, u += 576, aq += 32 * an, as += an, ad += an) q4_blk_any(u + 512, u, aq, as, ad, T, acc, 1);
     UNROLL
     for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
@@ -458,9 +459,9 @@ INLINE void q4_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q3
 INLINE void q4k_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
                        int64_t rbase, int64_t r0, int64_t r1) {
     __m512 acc[8] = {0};
-    const size_t an = (size_t)a->n;
-    const int8_t *aq = a->q + 32 * (size_t)t0;
-    const float *ad = a->d + t0, *ds = a->ds + t0;
+    const size_t an = (size_t)a->tt, a0 = q35_act_at(a, 0, t0);
+    const int8_t *aq = a->q + 32 * a0;
+    const float *ad = a->d + a0, *ds = a->ds + a0;
     for (int64_t sb = 0; sb < nb / 8; sb++) {
         const uint8_t *p = grp + 2368 * sb;
         __m512 sa[8], ma[8];
@@ -476,10 +477,10 @@ INLINE void q4k_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q
 INLINE void q6k_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q35_act *a, int t0, const int T, float *Y, int64_t rows,
                        int64_t rbase, int64_t r0, int64_t r1) {
     __m512 acc[8] = {0};
-    const size_t an = (size_t)a->n;
-    const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */
-    const int16_t *ah = a->h + 2 * (size_t)t0; /* [nb][n][2] */
-    const float *ad = a->d + t0;
+    const size_t an = (size_t)a->tt, a0 = q35_act_at(a, 0, t0);
+    const int8_t *aq = a->q + 32 * a0; /* t0's tile: [nb][tt][32] */
+    const int16_t *ah = a->h + 2 * a0; /* [nb][tt][2] */
+    const float *ad = a->d + a0;
     for (int64_t sb = 0; sb < nb / 8; sb++) {
         const uint8_t *p = grp + 3360 * sb;
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
@@ -745,7 +746,7 @@ static void actq(const float *x, int t, int mult, q35_act *a) {
     for (int b = 0; b < a->nb; b++) {
         const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
         const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
-        const size_t i = (size_t)b * a->n + t;
+        const size_t i = q35_act_at(a, b, t);
         int8_t *q = a->q + 32 * i;
         /* 0x99: QNaN, +Inf, -Inf, SNaN — such a block quantizes to zero, as in ref.c */
         const int bad = (_mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99)) != 0;
@@ -815,5 +816,6 @@ const q35_kern q35_kern_avx512 = {
     .mm_bf16dot = mm_bf16dot,
     .act_mult = {[Q35_DT_Q8_0] = -128, [Q35_DT_Q4_0] = -8, [Q35_DT_Q4R] = -8, [Q35_DT_Q4_K] = 1, [Q35_DT_Q6_K] = 1},
     .actq = actq,
+    .act_tile = 8, /* token tiles of 8 */
     .rot = rot,
 };

@@ -98,13 +98,14 @@ INLINE void SUFFIX(q4_tile)(const uint8_t *grp, int64_t nb, int qt, const q35_ac
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
     const int64_t pfs = q35_pf_step(sbytes16(nb) + 256 * nb, nb);
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_0);
+    const size_t abase = q35_act_at(a, 0, t0), astep = (size_t)a->tt; /* t0's tile (mm.h) */
     for (int64_t b = 0; b < nb; b++) {
         if (T == 1 && !qt) q35_pf(pd, grp + b * pfs, pfs); /* later quarters read the group from cache */
         const float32x4_t dw = h4(q35_r16_scales(grp, b, 256) + 8 * qt);
         const uint8_t *cq = q35_r16_chunks(grp, nb, b, 256) + 16 * qt;
         int8x16_t lo[4], hi[4];
         nibbles_ld4(cq, lo, hi);
-        const size_t base = (size_t)b * a->n + t0;
+        const size_t base = abase + (size_t)b * astep;
         const int8_t *aq = a->q + base * 32;
         UNROLL
         for (int j = 0; j < T; j++) {
@@ -129,6 +130,7 @@ INLINE void SUFFIX(q8_tile)(const uint8_t *grp, int64_t nb, int qt, const q35_ac
     const uint8x16_t x80 = vdupq_n_u8(0x80);
     const int64_t pfs = q35_pf_step(sbytes16(nb) + 512 * nb, nb);
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q8_0);
+    const size_t abase = q35_act_at(a, 0, t0), astep = (size_t)a->tt; /* t0's tile (mm.h) */
     for (int64_t b = 0; b < nb; b++) {
         if (T == 1 && !qt) q35_pf(pd, grp + b * pfs, pfs);
         const float32x4_t dw = h4(q35_r16_scales(grp, b, 512) + 8 * qt);
@@ -136,7 +138,7 @@ INLINE void SUFFIX(q8_tile)(const uint8_t *grp, int64_t nb, int qt, const q35_ac
         int8x16_t w[8];
         UNROLL
         for (int c = 0; c < 8; c++) w[c] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(cq + 64 * c), x80));
-        const size_t base = (size_t)b * a->n + t0;
+        const size_t base = abase + (size_t)b * astep;
         const int8_t *aq = a->q + base * 32;
         UNROLL
         for (int j = 0; j < T; j++) {
@@ -160,6 +162,7 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
     const int64_t pfs = q35_pf_step(2368, 8);
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q4_K);
+    const size_t abase = q35_act_at(a, 0, t0), astep = (size_t)a->tt; /* t0's tile (mm.h) */
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 2368 * sb;
         const float32x4_t d = h4(p + 8 * qt), dmin = h4(p + 32 + 8 * qt);
@@ -173,7 +176,7 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
             if (T == 1 && !qt) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
             int8x16_t lo[4], hi[4];
             nibbles_ld4(cq, lo, hi);
-            const size_t base = (size_t)(8 * sb + s) * a->n + t0;
+            const size_t base = abase + (size_t)(8 * sb + s) * astep;
             const int8_t *aq = a->q + base * 32;
             UNROLL
             for (int j = 0; j < T; j++) {
@@ -218,6 +221,7 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
     const uint8x16_t m4 = vdupq_n_u8(15), m30 = vdupq_n_u8(0x30);
     const int64_t pfs = q35_pf_step(3360, 8);
     const q35_pf_dist pd = q35_pf_for(Q35_DT_Q6_K);
+    const size_t abase = q35_act_at(a, 0, t0), astep = (size_t)a->tt; /* t0's tile (mm.h) */
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 3360 * sb;
         const float32x4_t d = h4(p + 8 * qt);
@@ -227,7 +231,7 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
             if (T == 1 && !qt) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
             int8x16_t lo[4], hi[4];
             SUFFIX(q6k_codes)(L, H, m4, m30, lo, hi);
-            const size_t base = (size_t)(8 * sb + s) * a->n + t0;
+            const size_t base = abase + (size_t)(8 * sb + s) * astep;
             const int8_t *aq = a->q + base * 32;
             UNROLL
             for (int j = 0; j < T; j++) {
@@ -406,6 +410,7 @@ R4_DRIVER(SUFFIX(mm_q6k_r16_dec), SUFFIX(q6k_tile), SUFFIX(q6k_one16), j->cols /
 #define U_T 4
 #define U_TILES TILES4
 #endif
+#define U_TT 8 /* the table's act_tile (mm.h; r16_loops.h): U_MIN_N >= U_TT */
 
 /* The block-32 runs of a quarter group, by pointer: chunk(cq, u) makes one block's 128 code bytes
  * (chunk c at cq + 64 c) at u. */
@@ -455,10 +460,10 @@ INLINE void SUFFIX(b32_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nb,
     float32x4_t acc[U_T];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
-    const size_t an = (size_t)a->n;
-    const int8_t *aq = a->q + 32 * (size_t)t0; /* [nb][n][32] */
-    const int32_t *as = a->s + t0;
-    const float *ad = a->d + t0;
+    const size_t an = U_TT, abase = q35_act_in(a->nb, U_TT, 0, t0);
+    const int8_t *aq = a->q + 32 * abase; /* t0's tile: [nb][tt][32] */
+    const int32_t *as = a->s + abase;
+    const float *ad = a->d + abase;
     for (int64_t b = 0; b < nb; b++, u += 144, aq += 32 * an, as += an, ad += an) {
         const float32x4_t dw = vld1q_f32((const float *)(const void *)(u + 128));
         int8x16_t w[8];
@@ -486,9 +491,9 @@ INLINE void SUFFIX(q4k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
     float32x4_t acc[U_T];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
-    const size_t an = (size_t)a->n;
-    const int8_t *aq = a->q + 32 * (size_t)t0; /* [8 nsb][n][32] */
-    const float *ad = a->d + t0, *ds = a->ds + t0;
+    const size_t an = U_TT, abase = q35_act_in(a->nb, U_TT, 0, t0);
+    const int8_t *aq = a->q + 32 * abase; /* t0's tile: [8 nsb][tt][32] */
+    const float *ad = a->d + abase, *ds = a->ds + abase;
     for (int64_t sb = 0; sb < nsb; sb++, ds += 8 * an) {
         const uint8_t *p = grp + 2368 * sb;
         float32x4_t sa[U_T]; /* the reference's super-block sums (ref.c) */
@@ -534,10 +539,10 @@ INLINE void SUFFIX(q6k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
     float32x4_t acc[U_T];
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
-    const size_t an = (size_t)a->n;
-    const int8_t *aq = a->q + 32 * (size_t)t0; /* [8 nsb][n][32] */
-    const float *ad = a->d + t0;
-    const int16_t *ah = a->h + 2 * (size_t)t0;
+    const size_t an = U_TT, abase = q35_act_in(a->nb, U_TT, 0, t0);
+    const int8_t *aq = a->q + 32 * abase; /* t0's tile: [8 nsb][tt][32] */
+    const float *ad = a->d + abase;
+    const int16_t *ah = a->h + 2 * abase;
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 3360 * sb;
         const float32x4_t d = h4(p + 8 * qt);
@@ -651,7 +656,7 @@ static void actq(const float *x, int t, int mult, q35_act *a) {
             m = vmaxq_f32(m, vabsq_f32(v[k]));
         }
         const float amax = vmaxvq_f32(m);
-        const size_t i = (size_t)b * a->n + t;
+        const size_t i = q35_act_at(a, b, t);
         int8_t *q = a->q + 32 * i;
         /* v * 0 is NaN exactly for inf and NaN: such a block quantizes to zero, as in ref.c */
         float32x4_t z = vdupq_n_f32(0.0f);
@@ -720,6 +725,7 @@ const q35_kern q35_kern_neon = {
            [Q35_DT_Q4_K] = {NULL, mm_q4k_r16_plain}, [Q35_DT_Q6_K] = {NULL, mm_q6k_r16_plain}},
     .act_mult = {[Q35_DT_Q8_0] = 0, [Q35_DT_Q4_0] = -8, [Q35_DT_Q4R] = -8, [Q35_DT_Q4_K] = 1, [Q35_DT_Q6_K] = 1},
     .actq = actq,
+    .act_tile = U_TT,
     .rot = rot,
 };
 /* for the dotprod table (mm_dot_neon.c) */
@@ -740,6 +746,7 @@ const q35_kern q35_kern_neondot = {
            [Q35_DT_Q4_K] = {NULL, mm_q4k_r16_dot}, [Q35_DT_Q6_K] = {NULL, mm_q6k_r16_dot}},
     .act_mult = {[Q35_DT_Q8_0] = 0, [Q35_DT_Q4_0] = -8, [Q35_DT_Q4R] = -8, [Q35_DT_Q4_K] = 1, [Q35_DT_Q6_K] = 1},
     .actq = q35_neon_actq,
+    .act_tile = U_TT,
     .rot = q35_neon_rot,
 };
 #endif

@@ -63,8 +63,8 @@ static void mm_f16(const q35_mm_job *j, int64_t r0, int64_t r1) {
     }
 }
 
-static inline const int8_t *aq(const q35_act *a, int64_t b, int t) { return a->q + ((size_t)b * a->n + t) * 32; }
-static inline float ad(const q35_act *a, int64_t b, int t) { return a->d[(size_t)b * a->n + t]; }
+static inline const int8_t *aq(const q35_act *a, int64_t b, int t) { return a->q + q35_act_at(a, b, t) * 32; }
+static inline float ad(const q35_act *a, int64_t b, int t) { return a->d[q35_act_at(a, b, t)]; }
 static inline int32_t idot(const int8_t *w, const int8_t *x, int k) {
     int32_t s = 0;
     for (int i = 0; i < k; i++) s += (int32_t)w[i] * x[i];
@@ -102,7 +102,7 @@ static void mm_q4k(const q35_mm_job *j, int64_t r0, int64_t r1) {
                 for (int s = 0; s < 8; s++) {
                     const int64_t b = 8 * sb + s;
                     sa = fmaf(ad(&j->a, b, t), (float)(sc[s] * idot(qs + 32 * s, aq(&j->a, b, t), 32)), sa);
-                    ma = fmaf((float)m[s], j->a.ds[(size_t)b * j->a.n + t], ma);
+                    ma = fmaf((float)m[s], j->a.ds[q35_act_at(&j->a, b, t)], ma);
                 }
                 float *y = &j->Y[(int64_t)t * j->rows + r];
                 *y = fmaf(d, sa, *y);
@@ -142,7 +142,7 @@ void q35_actq_ref(const float *x, int t, int mult, q35_act *a) {
             amax = fmaxf(amax, fabsf(v[k]));
             finite &= isfinite(v[k]) != 0;
         }
-        const size_t i = (size_t)b * a->n + t;
+        const size_t i = q35_act_at(a, b, t);
         int8_t *q = a->q + 32 * i;
         if (!finite || !(amax >= 1e-30f)) { /* zero block, or one with an inf / NaN: codes 0 */
             memset(q, 0, 32);
@@ -175,6 +175,7 @@ const q35_kern q35_kern_scalar = {
            [Q35_DT_Q4_K] = {mm_q4k, mm_q4k}, [Q35_DT_Q6_K] = {mm_q6k, mm_q6k}},
     .actq = q35_actq_ref,
     .rot = q35_rot_ref,
+    .act_tile = 3, /* any tile works here: 3, unlike every SIMD table's, so tests compare across layouts */
 };
 
 void q35_tensor_row_f32(const q35_tensor *W, int64_t r, float *y) { q35_tensor_dequant_row(W, r, y); }
