@@ -62,12 +62,13 @@ static int act_tile(const q35_kern *K, int n) { return K->act_tile > 0 && K->act
 
 /* Bytes for n tokens x cols of 8-bit activations in tiles of tt (the last one padded to tt), plus
  * one rotated row, and their carving. */
+static size_t act_slots(int64_t cols, int n, int tt) { return (size_t)(cols / 32) * ((size_t)(n + tt - 1) / (size_t)tt * (size_t)tt); }
 static size_t act_bytes(int64_t cols, int n, int tt) {
-    const size_t nbn = (size_t)(cols / 32) * ((size_t)(n + tt - 1) / (size_t)tt * (size_t)tt);
+    const size_t nbn = act_slots(cols, n, tt);
     return al64(nbn * 32) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64((size_t)cols * 4);
 }
 static float *act_carve(void *p, int64_t cols, int n, int tt, q35_act *a) {
-    const size_t nbn = (size_t)(cols / 32) * ((size_t)(n + tt - 1) / (size_t)tt * (size_t)tt);
+    const size_t nbn = act_slots(cols, n, tt);
     char *c = p;
     a->nb = (int)(cols / 32);
     a->n = n;

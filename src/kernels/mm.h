@@ -23,7 +23,7 @@
  * With tt = n (one tile) this is [nb][n]; one token is [nb] whatever tt. Block-major over all n
  * tokens, a 4-token tile read 128 bytes per block 32 n bytes apart (4 KB at a 128-token chunk),
  * which the hardware prefetchers do not follow: in tiles of 8, the AVX2 Q4_0 / Q4_K prompt
- * products run 10-15% faster (docs/speed.md, "Activations in token tiles").
+ * products run 9-14% faster (docs/speed.md, "Activations in token tiles").
  * For Q4R weights, x is first rotated per 128-column group (quant.h). */
 typedef struct q35_act {
     int8_t *q;    /* [ceil(n / tt)][nb][tt][32] */
