@@ -126,14 +126,14 @@ INLINE void scale_add(__m512 *acc, const int32_t *C, __m512 dw, const float *da,
 #define BLOCK_DP(c, at, wt, b, i)                                                               \
     do {                                                                                     \
         _tile_zero(c);                                                                       \
-        _tile_loadd(at, a->q + (a0 + (size_t)(b) * (size_t)a->tt) * 32, 32);                          \
+        _tile_loadd(at, a->q + (a0 + (size_t)(b) * (size_t)a->tt) * 32, 32);                 \
         _tile_loadd(wt, wq + 512 * (i), 64);                                                 \
         _tile_dpbssd(c, at, wt);                                                             \
     } while (0)
 #define HALF_DP(c, at, wt, b, i, h)                                                             \
     do {                                                                                     \
         _tile_zero(c);                                                                       \
-        _tile_loadd(at, a->q + (a0 + (size_t)(b) * (size_t)a->tt) * 32 + 16 * (h), 32);               \
+        _tile_loadd(at, a->q + (a0 + (size_t)(b) * (size_t)a->tt) * 32 + 16 * (h), 32);      \
         _tile_loadd(wt, wq + 512 * (i) + 256 * (h), 64);                                     \
         _tile_dpbssd(c, at, wt);                                                             \
     } while (0)

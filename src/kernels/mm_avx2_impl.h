@@ -330,8 +330,8 @@ INLINE void SUFFIX(q6k_tile)(const uint8_t *grp, int64_t nsb, int hf, const q35_
         __m256 acc[4];                                                                                         \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();                                              \
-        const size_t an = (size_t)a->tt, a0 = q35_act_at(a, 0, t0);                                            \
-        const int8_t *aq = a->q + 32 * a0; /* t0's tile: [nb][tt][32] */                                       \
+        const size_t an = (size_t)a->tt, a0 = q35_act_at(a, 0, t0);                                             \
+        const int8_t *aq = a->q + 32 * a0; /* t0's tile: [nb][tt][32] */                                        \
         const int32_t *as = a->s + a0;                                                                         \
         const float *ad = a->d + a0;                                                                           \
         for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                     \
@@ -479,8 +479,8 @@ static void q8_unpack8(const uint8_t *grp, int64_t nb, int hf, uint8_t *u) {
         __m256 acc[4];                                                                                         \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) acc[j] = _mm256_setzero_ps();                                              \
-        const size_t an = U_TT, a0 = q35_act_in(a->nb, U_TT, 0, t0);                                                     \
-        const int8_t *aq = a->q + 32 * a0; /* t0's tile: [nb][U_TT][32] */                                     \
+        const size_t an = U_TT, a0 = q35_act_in(a->nb, U_TT, 0, t0);                                            \
+        const int8_t *aq = a->q + 32 * a0; /* t0's tile: [nb][U_TT][32] */                                      \
         const int32_t *as = a->s + a0;                                                                         \
         const float *ad = a->d + a0;                                                                           \
         for (int64_t b = 0; b < nb; b++, u += UBLK, aq += 32 * an, as += an, ad += an) core(u + QB, u, aq, as, ad, T, acc, 1); \

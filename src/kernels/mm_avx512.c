@@ -236,7 +236,7 @@ INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
         for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();                                              \
         const int64_t pfs = PFS(nu);                                                                           \
         const q35_pf_dist pd = PD;                                                                             \
-        const size_t a0 = q35_act_at(a, 0, t0);                                                                \
+        const size_t a0 = q35_act_at(a, 0, t0);                                                                 \
         for (int64_t u = 0; u < nu; u++) unit(grp, nu, u, a, a0, T, acc, pfs, pd);                              \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);              \
@@ -346,8 +346,8 @@ LEAN_WALK(q8_one, q8_step1, 512, 9, Q8_PD, 1)
         __m512 acc[8];                                                                                         \
         UNROLL                                                                                                 \
         for (int j = 0; j < T; j++) acc[j] = _mm512_setzero_ps();                                              \
-        const size_t an = (size_t)a->tt, a0 = q35_act_at(a, 0, t0);                                                                        \
-        const int8_t *aq = a->q + 32 * a0; /* t0's tile: [nb][tt][32] */                                           \
+        const size_t an = (size_t)a->tt, a0 = q35_act_at(a, 0, t0);                                             \
+        const int8_t *aq = a->q + 32 * a0; /* t0's tile: [nb][tt][32] */                                        \
         const int32_t *as = a->s + a0;                                                                         \
         const float *ad = a->d + a0;                                                                           \
         for (int64_t b0 = 0; b0 < nb; b0 += Q35_R16_RUN) {                                                     \

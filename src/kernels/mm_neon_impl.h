@@ -461,7 +461,7 @@ INLINE void SUFFIX(b32_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nb,
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
     const size_t an = U_TT, abase = q35_act_in(a->nb, U_TT, 0, t0);
-    const int8_t *aq = a->q + 32 * abase; /* t0's tile: [nb][tt][32] */
+    const int8_t *aq = a->q + 32 * abase; /* t0's tile: [nb][U_TT][32] */
     const int32_t *as = a->s + abase;
     const float *ad = a->d + abase;
     for (int64_t b = 0; b < nb; b++, u += 144, aq += 32 * an, as += an, ad += an) {
@@ -492,7 +492,7 @@ INLINE void SUFFIX(q4k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
     const size_t an = U_TT, abase = q35_act_in(a->nb, U_TT, 0, t0);
-    const int8_t *aq = a->q + 32 * abase; /* t0's tile: [8 nsb][tt][32] */
+    const int8_t *aq = a->q + 32 * abase; /* t0's tile: [8 nsb][U_TT][32] */
     const float *ad = a->d + abase, *ds = a->ds + abase;
     for (int64_t sb = 0; sb < nsb; sb++, ds += 8 * an) {
         const uint8_t *p = grp + 2368 * sb;
@@ -540,7 +540,7 @@ INLINE void SUFFIX(q6k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
     const size_t an = U_TT, abase = q35_act_in(a->nb, U_TT, 0, t0);
-    const int8_t *aq = a->q + 32 * abase; /* t0's tile: [8 nsb][tt][32] */
+    const int8_t *aq = a->q + 32 * abase; /* t0's tile: [8 nsb][U_TT][32] */
     const float *ad = a->d + abase;
     const int16_t *ah = a->h + 2 * abase;
     for (int64_t sb = 0; sb < nsb; sb++) {
