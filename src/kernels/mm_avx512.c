@@ -264,8 +264,9 @@ R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
  * generated 1-3% slower), the activations walked by pointer and a fixed count of lines prefetched
  * per sub-block, as LEAN_WALK below. With one stream (AMD) this replaces the tile's unit, which
  * located every sub-block's activations from its index. In L2 (bench_kernels --overlap, three
- * rounds) 46.0-47.6 -> 47.0-48.8 GB/s. (Q6_K's units measured slower walked this way, 43-46 -> 38-40
- * GB/s, for no reason found, and stay.) */
+ * rounds) 46.0-47.6 -> 47.0-48.8 GB/s. (On the Intel VM Q6_K measured slower walked this way, 43-46
+ * -> 38-40 GB/s, for no reason found, so its pair keeps the units; on Zen 4 its one-group walk is
+ * faster: q6k_one below.) */
 #define Q4K_WALK(name, G)                                                                                      \
     static void name(const uint8_t *ga, const uint8_t *gb, int64_t nsb, const q35_act *a, float *Y, int64_t ra, int64_t rb, \
                      int64_t r0, int64_t r1) {                                                                  \
@@ -294,6 +295,38 @@ R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
     }
 Q4K_WALK(q4k_pair, 2)
 Q4K_WALK(q4k_one, 1)
+
+/* Q6_K, one token over one group (AMD's one weight stream), walked as Q4K_WALK: the super-block's
+ * d converted once, not per block, the activations by pointer, a fixed count of lines prefetched
+ * per block. Zen 4, against the tile's unit (q6k_unit, which locates every block from its index):
+ * in L2 (bench_kernels --overlap -i avx512 q6_k, three rounds) 38.8-48.9 -> 49.1-50.0 GB/s; the
+ * LM head from memory (--head) 22.9-24.8 -> 24.6-28.0 GB/s. */
+static void q6k_one(const uint8_t *ga, const uint8_t *gb, int64_t nb, const q35_act *a, float *Y, int64_t ra, int64_t rb, int64_t r0,
+                    int64_t r1) {
+    (void)gb, (void)rb;
+    const __m512i m4 = _mm512_set1_epi8(15), m30 = _mm512_set1_epi8(0x30);
+    __m512 acc = _mm512_setzero_ps();
+    const int64_t pfs = Q6K_PFS(nb);
+    const q35_pf_dist pd = Q6K_PD;
+    const int8_t *aq = a->q; /* [nb][32]: one token */
+    const int16_t *ah = a->h; /* [nb][2] */
+    const float *ad = a->d;
+    const uint8_t *fa = ga; /* the prefetch cursor: a block's share of the stream each step */
+    for (int64_t sb = 0; sb < nb / 8; sb++) {
+        const uint8_t *p = ga + 3360 * sb;
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+        for (int s = 0; s < 8; s++, aq += 32, ah += 2, ad++) {
+            q35_pf_lines(pd, fa, 7); /* 448 >= pfs = 420 */
+            fa += pfs;
+            const __m512 sc0f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s)))));
+            const __m512 sc1f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1)))));
+            __m512i w[8];
+            q35_q6k_codes512(p + 288 + 384 * s, m4, m30, w);
+            q6k_dots(w, sc0f, sc1f, d, aq, ah, ad, 1, &acc);
+        }
+    }
+    store16(Y, acc, ra, r0, r1);
+}
 
 /* One token of Q4_0 / Q4R and Q8_0 walks each run of 32 blocks by pointer (kernels/quant.h) instead
  * of locating every block from its index (as Q6_K's units still do), and prefetches a fixed count of lines per
@@ -399,7 +432,7 @@ typedef void (*one_token_fn)(const uint8_t *, const uint8_t *, int64_t, const q3
 R16_DRIVER(mm_q4_r16_dec, q4_tile, q4_pair, q4_one, Q4_UNITS)
 R16_DRIVER(mm_q8_r16, q8_tile, q8_pair, q8_one, Q8_UNITS)
 R16_DRIVER(mm_q4k_r16_dec, q4k_tile, q4k_pair, q4k_one, Q4K_UNITS)
-R16_DRIVER(mm_q6k_r16_dec, q6k_tile, q6k_pair, NULL, Q6K_UNITS)
+R16_DRIVER(mm_q6k_r16_dec, q6k_tile, q6k_pair, q6k_one, Q6K_UNITS)
 
 /* Prompts of MIN_N tokens or more over rows of up to U_MAX_COLS columns: each
  * group's weights made ready once into a stack buffer (at most 110 KiB), not again for every 8-token
