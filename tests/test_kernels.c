@@ -74,9 +74,10 @@ static void mat_free(mat *m) {
 
 static int is_int(q35_dtype dt) { return dt >= Q35_DT_Q8_0 && dt <= Q35_DT_Q4R; }
 
-/* The ISAs this CPU runs; AVX2 twice when the CPU has AVX-VNNI, AVX-512 twice when it has AMX,
+/* The ISAs this CPU runs; AVX2 twice when the CPU has AVX-VNNI, AVX-512 once more when it has AMX,
+ * and once more with the Q4 prompt tiles packed (q35_avx512_q4_unpack = 0, as on AMD; AMX off),
  * NEON twice when it has the dot-product extension (isa_use picks the variant). */
-enum { AVX2_PLAIN = Q35_ISA_COUNT, AVX512_NOAMX, NEON_PLAIN };
+enum { AVX2_PLAIN = Q35_ISA_COUNT, AVX512_NOAMX, AVX512_PACKED, NEON_PLAIN };
 static int isa_list(q35_isa *out) {
     int k = 0;
     const q35_isa keep = q35_isa_get();
@@ -85,6 +86,7 @@ static int isa_list(q35_isa *out) {
     if (q35_isa_set(Q35_ISA_AVX2) == 0 && q35_cpu_has_avxvnni()) out[k++] = (q35_isa)AVX2_PLAIN;
 #if defined(__x86_64__)
     if (q35_isa_set(Q35_ISA_AVX512) == 0 && q35_cpu_has_amx()) out[k++] = (q35_isa)AVX512_NOAMX;
+    if (q35_isa_set(Q35_ISA_AVX512) == 0) out[k++] = (q35_isa)AVX512_PACKED;
 #elif defined(__aarch64__)
     if (q35_isa_set(Q35_ISA_NEON) == 0 && q35_cpu_has_neondot()) out[k++] = (q35_isa)NEON_PLAIN;
 #endif
@@ -94,15 +96,21 @@ static int isa_list(q35_isa *out) {
 static void isa_use(q35_isa i) {
     q35_kern_use_avxvnni(i != (q35_isa)AVX2_PLAIN);
 #if defined(__x86_64__)
-    q35_kern_use_amx(i != (q35_isa)AVX512_NOAMX);
+    q35_kern_use_amx(i != (q35_isa)AVX512_NOAMX && i != (q35_isa)AVX512_PACKED);
+    q35_avx512_q4_unpack = i != (q35_isa)AVX512_PACKED;
 #elif defined(__aarch64__)
     q35_kern_use_neondot(i != (q35_isa)NEON_PLAIN);
 #endif
-    q35_isa_set(i == (q35_isa)AVX2_PLAIN ? Q35_ISA_AVX2 : i == (q35_isa)AVX512_NOAMX ? Q35_ISA_AVX512 : i == (q35_isa)NEON_PLAIN ? Q35_ISA_NEON : i);
+    q35_isa isa = i;
+    if (i == (q35_isa)AVX2_PLAIN) isa = Q35_ISA_AVX2;
+    else if (i == (q35_isa)AVX512_NOAMX || i == (q35_isa)AVX512_PACKED) isa = Q35_ISA_AVX512;
+    else if (i == (q35_isa)NEON_PLAIN) isa = Q35_ISA_NEON;
+    q35_isa_set(isa);
 }
 static const char *isa_str(q35_isa i) {
     if (i == (q35_isa)NEON_PLAIN) return "neon-armv8a";
     if (i == (q35_isa)Q35_ISA_NEON) return q35_cpu_has_neondot() ? "neon-dotprod" : "neon-armv8a";
+    if (i == (q35_isa)AVX512_PACKED) return "avx512-q4packed";
     return i == (q35_isa)AVX2_PLAIN ? "avx2-maddubs" : i == (q35_isa)AVX512_NOAMX ? "avx512-vnni" : q35_isa_name(i);
 }
 
@@ -121,7 +129,7 @@ static void cols_for(q35_dtype dt, int64_t *c) {
 
 /* Every ISA and layout against the scalar reference on row-major weights, for one format. */
 static int compare_format(q35_dtype dt) {
-    q35_isa isas[Q35_ISA_COUNT + 2];
+    q35_isa isas[Q35_ISA_COUNT + 3];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
     int64_t C[4];
@@ -230,7 +238,7 @@ static void reference_vs_double(void) {
 
 /* q35_matmul_rows on a range that starts and ends inside 16-row groups writes only that range. */
 static void matmul_row_range(void) {
-    q35_isa isas[Q35_ISA_COUNT + 2];
+    q35_isa isas[Q35_ISA_COUNT + 3];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
     const q35_dtype dts[] = {Q35_DT_F16, Q35_DT_BF16, Q35_DT_F32, Q35_DT_Q8_0, Q35_DT_Q4R, Q35_DT_Q6_K};
@@ -271,7 +279,7 @@ static void matmul_row_range(void) {
  * within fp32 rounding, on every ISA; q35_matmul itself stays row-invariant (token t's bits do not
  * depend on n), which the runtime relies on. */
 static void matmul_batch(void) {
-    q35_isa isas[Q35_ISA_COUNT + 2];
+    q35_isa isas[Q35_ISA_COUNT + 3];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
     const q35_dtype dts[] = {Q35_DT_F32, Q35_DT_F16, Q35_DT_BF16, Q35_DT_Q8_0};
@@ -321,7 +329,7 @@ static void matmul_batch(void) {
 /* q35_matmul_many: one dispatch for several matrices of one input gives bitwise the separate
  * products (rows not multiples of 16, mixed formats falling back), on every ISA and 1-2 threads. */
 static void matmul_many(void) {
-    q35_isa isas[Q35_ISA_COUNT + 2];
+    q35_isa isas[Q35_ISA_COUNT + 3];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
     const int keep_threads = q35_get_threads();
@@ -370,7 +378,7 @@ static void matmul_many(void) {
  * and row ranges inside 16-row groups with a token tail: every ISA bitwise equal to the scalar
  * reference, rows outside the range untouched. */
 static void matmul_long_rows(void) {
-    q35_isa isas[Q35_ISA_COUNT + 2];
+    q35_isa isas[Q35_ISA_COUNT + 3];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
     const q35_dtype dts[] = {Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4R, Q35_DT_Q4_K, Q35_DT_Q6_K, Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4_K, Q35_DT_Q6_K};
@@ -438,7 +446,7 @@ static void actq_and_rotation(void) {
         for (int j = 0; j < 32; j++) zero &= q0[32 * i + j] == 0;
         CHECK(zero, "token %d block %d holds inf/NaN but did not quantize to zero", nonfinite[k][0], nonfinite[k][1]);
     }
-    q35_isa isas[Q35_ISA_COUNT + 2];
+    q35_isa isas[Q35_ISA_COUNT + 3];
     const int nisa = isa_list(isas);
     const q35_isa keep = q35_isa_get();
     for (int ii = 0; ii < nisa; ii++) {
@@ -765,6 +773,7 @@ static void isa_selection(void) {
 static void prefetch_table(void) {
     unsetenv("Q35_PF");
     unsetenv("Q35_STREAMS");
+    unsetenv("Q35_UNPACK");
     q35_pf_setup(0);
     CHECK(q35_pf_for(Q35_DT_Q4_0).near == 1024 && q35_pf_for(Q35_DT_Q4_0).far == 4096 && q35_pf_for(Q35_DT_Q6_K).near == 512 &&
               q35_pf_for(Q35_DT_Q6_K).far == 3072,
@@ -774,8 +783,18 @@ static void prefetch_table(void) {
               q35_pf_for(Q35_DT_BF16).far == 16384 && q35_pf_for(Q35_DT_F16).far == 4096,
           "AMD distances");
     CHECK(q35_pf_streams == 1, "AMD: one weight stream");
+#if defined(__x86_64__)
+    CHECK(q35_avx512_q4_unpack == 0, "AMD: AVX-512's Q4 prompt tiles packed");
+    setenv("Q35_UNPACK", "1", 1);
+    q35_pf_setup(1);
+    CHECK(q35_avx512_q4_unpack == 1, "Q35_UNPACK=1");
+    unsetenv("Q35_UNPACK");
+#endif
     q35_pf_setup(0);
     CHECK(q35_pf_streams == 2, "Intel: two weight streams");
+#if defined(__x86_64__)
+    CHECK(q35_avx512_q4_unpack == 1, "Intel: AVX-512's Q4 prompt tiles unpacked");
+#endif
     setenv("Q35_STREAMS", "1", 1);
     q35_pf_setup(0);
     CHECK(q35_pf_streams == 1, "Q35_STREAMS=1");

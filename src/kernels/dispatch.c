@@ -106,6 +106,9 @@ q35_pf_dist q35_pf_table[Q35_DT_COUNT] = {
     [0 ... Q35_DT_COUNT - 1] = PF_DEFAULT,
 };
 int q35_pf_streams = 1;
+#if defined(__x86_64__)
+int q35_avx512_q4_unpack = 1;
+#endif
 
 /* "near,far" into *d; returns the characters read, or 0. */
 static int parse_pf(const char *s, q35_pf_dist *d) {
@@ -137,6 +140,12 @@ void q35_pf_setup(int amd) {
     q35_pf_streams = amd ? 1 : 2;
     const char *st = getenv("Q35_STREAMS");
     if (st && (!strcmp(st, "1") || !strcmp(st, "2"))) q35_pf_streams = st[0] - '0';
+#if defined(__x86_64__)
+    /* AVX-512's Q4 prompt tiles (mm.h): packed on AMD, unpacked elsewhere */
+    q35_avx512_q4_unpack = !amd;
+    const char *u = getenv("Q35_UNPACK");
+    if (u && (!strcmp(u, "0") || !strcmp(u, "1"))) q35_avx512_q4_unpack = u[0] - '0';
+#endif
     int fixed[Q35_DT_COUNT] = {0};
     const char *e = getenv("Q35_PF");
     for (const char *s = e; s && *s;) { /* "near,far" or "dtype=near,far", separated by ';' */

@@ -530,9 +530,9 @@ INLINE void q6k_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q
     for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
 }
 
-#define U_DRIVER(name, dec, unpack, tile, UBLK, MIN_N)                                                         \
+#define U_DRIVER(name, dec, unpack, tile, UBLK, MIN_N, ON)                                                     \
     static void name(const q35_mm_job *j, int64_t r0, int64_t r1) {                                            \
-        if (j->n < MIN_N || j->cols > U_MAX_COLS) {                                                            \
+        if (!(ON) || j->n < MIN_N || j->cols > U_MAX_COLS) {                                                   \
             dec(j, r0, r1);                                                                                    \
             return;                                                                                            \
         }                                                                                                      \
@@ -547,10 +547,13 @@ INLINE void q6k_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q
     }
 /* MIN_N: bench_kernels -i avx512 with Q35_AMX=0, 1 thread, unpacked against packed tiles (GFLOP/s):
  * Q4_0 n=32 306-313 / 315-320, n=48 341 / 329-331; Q4_K n=48 298 / 310-312, n=64 308-321 /
- * 306-315, n=128 318-330 / 299-304; Q6_K n=24 197-199 / 192-198, n=32 214-218 / 207-212. */
-U_DRIVER(mm_q4_r16, mm_q4_r16_dec, q4_unpack, q4_tile_u, 576, 48)
-U_DRIVER(mm_q4k_r16, mm_q4k_r16_dec, q4k_unpack, q4k_tile_u, 512, 96)
-U_DRIVER(mm_q6k_r16, mm_q6k_r16_dec, q6k_unpack, q6k_tile_u, 512, 32)
+ * 306-315, n=128 318-330 / 299-304; Q6_K n=24 197-199 / 192-198, n=32 214-218 / 207-212 (Intel VM).
+ * ON: on Zen 4 the Q4 formats' packed tiles are faster at every n (q35_avx512_q4_unpack, mm.h):
+ * n=128 Q4_0 318-328 / 334-340, Q4_K 282-293 / 298-305; Q6_K's unpacked tiles stay faster there,
+ * 264-266 / 252-253. */
+U_DRIVER(mm_q4_r16, mm_q4_r16_dec, q4_unpack, q4_tile_u, 576, 48, q35_avx512_q4_unpack)
+U_DRIVER(mm_q4k_r16, mm_q4k_r16_dec, q4k_unpack, q4k_tile_u, 512, 96, q35_avx512_q4_unpack)
+U_DRIVER(mm_q6k_r16, mm_q6k_r16_dec, q6k_unpack, q6k_tile_u, 512, 32, 1)
 
 /* ---- float formats, row-major: 4 rows x up to 4 tokens per tile ---- */
 

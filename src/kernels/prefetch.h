@@ -35,7 +35,8 @@ extern q35_pf_dist q35_pf_table[Q35_DT_COUNT];
  * "Two weight streams, again"; Zen 4 not measured); Q35_STREAMS=1|2 overrides. */
 extern int q35_pf_streams;
 /* dispatch.c: the table for this CPU (amd: AMD's cores), then Q35_PF and Q35_PF_TUNE; restarts the
- * run-time search of pftune.h, which then rewrites entries of the table while products run */
+ * run-time search of pftune.h, which then rewrites entries of the table while products run. Also
+ * sets the CPU's other kernel choices: q35_pf_streams, and on x86 q35_avx512_q4_unpack (mm.h). */
 void q35_pf_setup(int amd);
 static inline q35_pf_dist q35_pf_for(q35_dtype dt) {
     q35_pf_dist d;
