@@ -136,7 +136,7 @@ void q35_pf_setup(int amd) {
         q35_pf_table[Q35_DT_Q8_0] = q35_pf_table[Q35_DT_BF16] = (q35_pf_dist){2048, 16384};
         q35_pf_table[Q35_DT_Q4_0] = q35_pf_table[Q35_DT_Q4R] = q35_pf_table[Q35_DT_Q4_K] = (q35_pf_dist){1024, 16384};
     }
-    /* Two weight streams per thread (prefetch.h): measured faster on Intel, not measured on AMD */
+    /* Two weight streams per thread (prefetch.h): measured faster on Intel, within noise on Zen 4 */
     q35_pf_streams = amd ? 1 : 2;
     const char *st = getenv("Q35_STREAMS");
     if (st && (!strcmp(st, "1") || !strcmp(st, "2"))) q35_pf_streams = st[0] - '0';

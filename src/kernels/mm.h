@@ -84,7 +84,7 @@ extern const q35_kern q35_kern_avx512;
 #define Q35_AMX_MIN_N 8
 /* AVX-512 prompt products of Q4_0 / Q4R / Q4_K: 1 unpacks each row group's nibbles once for a whole
  * prompt (U_DRIVER, mm_avx512.c; measured faster on Intel), 0 masks them apart in every token tile,
- * which Zen 4 runs beside the multiplies: prompts +5% there (docs/speed.md, "Zen 4 again"). Set
+ * which Zen 4 runs beside the multiplies: prompts +2-4% there (docs/speed.md, "Zen 4 again"). Set
  * from the CPU's vendor by q35_pf_setup (prefetch.h; Q35_UNPACK=0|1 overrides). */
 extern int q35_avx512_q4_unpack;
 void q35_mm_amx_q8(const q35_mm_job *j, int64_t r0, int64_t r1);

@@ -329,7 +329,7 @@ static void q6k_one(const uint8_t *ga, const uint8_t *gb, int64_t nb, const q35_
 }
 
 /* One token of Q4_0 / Q4R and Q8_0 walks each run of 32 blocks by pointer (kernels/quant.h) instead
- * of locating every block from its index (as Q6_K's units still do), and prefetches a fixed count of lines per
+ * of locating every block from its index (as Q6_K's pair still does), and prefetches a fixed count of lines per
  * block: a third fewer instructions per block. Same steps, same bits. Matrices in L2
  * (bench_kernels --overlap, 1 thread, two streams): Q4_0 35 -> 48-51 GB/s, Q8_0 57-61 -> 74; from
  * DRAM the stream is the limit, and generation gained 0-10% (docs/speed.md, "Lean single-token

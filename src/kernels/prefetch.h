@@ -32,7 +32,7 @@ extern q35_pf_dist q35_pf_table[Q35_DT_COUNT];
 /* Weight streams of a thread's single-token product in a block format (R16 layout), 1 or 2: with 2
  * the AVX-512 kernels (and AVX2's Q4_0/Q4R/Q8_0) walk the first and the second half of their row
  * groups in lockstep (the AVX2 K formats and NEON always walk one). q35_pf_setup: 2 except on AMD (Intel VM: +1-13% generation, docs/speed.md
- * "Two weight streams, again"; Zen 4 not measured); Q35_STREAMS=1|2 overrides. */
+ * "Two weight streams, again"; Zen 4: within noise, "Zen 4 again"); Q35_STREAMS=1|2 overrides. */
 extern int q35_pf_streams;
 /* dispatch.c: the table for this CPU (amd: AMD's cores), then Q35_PF and Q35_PF_TUNE; restarts the
  * run-time search of pftune.h, which then rewrites entries of the table while products run. Also
