@@ -143,8 +143,8 @@ INLINE void scale_q6k(__m512 *acc, const int32_t *C0, const int32_t *C1, const u
     const uint8_t *p = grp + 3360 * (b / 8);
     const int64_t s = b % 8;
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-    const __m512 sc0f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s)))));
-    const __m512 sc1f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1)))));
+    const __m512 sc0f = q35_q6k_scale512(p, s, 0);
+    const __m512 sc1f = q35_q6k_scale512(p, s, 1);
     const size_t base = a0 + (size_t)b * (size_t)a->tt;
     /* 16 trips, the body under t < T: the tail copy's run-time T left clang -O1 unable to unroll
      * a loop to T fully (the other formats' scale_add it could) */

@@ -215,8 +215,8 @@ INLINE void q6k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
     const int64_t sb = u / 8, s = u % 8;
     const uint8_t *p = grp + 3360 * sb;
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-    const __m512 sc0f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s)))));
-    const __m512 sc1f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1)))));
+    const __m512 sc0f = q35_q6k_scale512(p, s, 0);
+    const __m512 sc1f = q35_q6k_scale512(p, s, 1);
     if (T == 1) q35_pf_lines(pd, grp + u * pfs, 7); /* 448 >= pfs = 420 */
     __m512i w[8];
     q35_q6k_codes512(p + 288 + 384 * s, m4, m30, w);
@@ -318,8 +318,8 @@ static void q6k_one(const uint8_t *ga, const uint8_t *gb, int64_t nb, const q35_
         for (int s = 0; s < 8; s++, aq += 32, ah += 2, ad++) {
             q35_pf_lines(pd, fa, 7); /* 448 >= pfs = 420 */
             fa += pfs;
-            const __m512 sc0f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s)))));
-            const __m512 sc1f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1)))));
+            const __m512 sc0f = q35_q6k_scale512(p, s, 0);
+            const __m512 sc1f = q35_q6k_scale512(p, s, 1);
             __m512i w[8];
             q35_q6k_codes512(p + 288 + 384 * s, m4, m30, w);
             q6k_dots(w, sc0f, sc1f, d, aq, ah, ad, 1, &acc);
@@ -518,8 +518,8 @@ INLINE void q6k_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q
         const uint8_t *p = grp + 3360 * sb;
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
         for (int s = 0; s < 8; s++, u += 512, aq += 32 * an, ah += 2 * an, ad += an) {
-            const __m512 sc0f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s)))));
-            const __m512 sc1f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * (2 * s + 1)))));
+            const __m512 sc0f = q35_q6k_scale512(p, s, 0);
+            const __m512 sc1f = q35_q6k_scale512(p, s, 1);
             __m512i w[8];
             UNROLL
             for (int c = 0; c < 8; c++) w[c] = _mm512_load_si512((const void *)(u + 64 * c));

@@ -27,4 +27,9 @@ static inline __attribute__((always_inline)) void q35_q6k_codes512(const uint8_t
     w[6] = _mm512_ternarylogic_epi32(w[6], h1, m30, 0xF8);
     w[7] = _mm512_ternarylogic_epi32(w[7], _mm512_srli_epi16(h1, 2), m30, 0xF8);
 }
+/* The scales of half `half` (values 16 half .. 16 half + 15) of block s of the Q6_K R16 super-block
+ * at sb (quant.h: sc[16][16] int8 at sb + 32), as 16 row floats. */
+static inline __attribute__((always_inline)) __m512 q35_q6k_scale512(const uint8_t *sb, int s, int half) {
+    return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(sb + 32 + 16 * (2 * s + half)))));
+}
 #endif
