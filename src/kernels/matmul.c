@@ -112,11 +112,11 @@ static void quantize_range(const q35_kern *K, q35_dtype dt, const float *X, int6
             K->rot(tmp, cols);
             x = tmp;
         }
-        K->actq(x, t, mult, a);
-        if (dt == Q35_DT_Q4_K) /* the min term's per-block factor (mm.h), the same on every ISA */
+        K->actq(x, t, mult, dt == Q35_DT_Q4_K ? 8 : 1, a); /* Q4_K: a super-block's 8 blocks share a scale */
+        if (dt == Q35_DT_Q4_K) /* the min term's per-block sums as floats (mm.h), the same on every ISA */
             for (int64_t b = 0; b < a->nb; b++) {
                 const size_t i = q35_act_at(a, b, t);
-                a->ds[i] = a->d[i] * (float)(a->h[2 * i] + a->h[2 * i + 1]);
+                a->ds[i] = (float)(a->h[2 * i] + a->h[2 * i + 1]);
             }
     }
 }

@@ -4,6 +4,7 @@
 #define Q35_KERNELS_MM_H
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/kernels.h"
 #include "kernels/prefetch.h"
@@ -14,12 +15,13 @@
  * (tt a multiple of its token count) reads the tokens of one block at fixed offsets and the blocks
  * one after another. Element (b, t) is at q35_act_at(a, b, t) = ((t / tt) nb + b) tt + t % tt:
  *   x[t][32b + k] ~= d[i] * q[32 i + k],   |q| <= 127 (never -128),   i = q35_act_at(a, b, t),
- *   d = max|x over the block| / 127, q = nearest-even(x * (127 / max|x|)) (0 when the block is 0),
+ *   d = max|x over the block's group| / 127, q = nearest-even(x * (127 / max|x|)) (0 when the
+ *   group is 0 or holds an inf / NaN); a group is 1 block, or for Q4_K products 8 (a super-block
+ *   shares one scale, as llama.cpp's Q8_K: the sub-blocks' sums combine before any scale),
  *   s[i] = mult * sum_k q[32 i + k] (mult chosen per weight format and ISA: the kernels start
  *   their integer accumulators at s to undo the offset of unsigned weight codes),
  *   h[2 i + j] = sum of q[32 i + 16 j .. 32 i + 16 j + 15] (plain sums, for Q6_K's 16-value sub-blocks).
- *   ds[i] = d[i] * (float)(sum_k q[32 i + k]) (one rounding; Q4_K's min term, filled by
- *   matmul.c for Q4_K products only).
+ *   ds[i] = (float)(sum_k q[32 i + k]) (exact; Q4_K's min term, filled for Q4_K products only).
  * With tt = n (one tile) this is [nb][n]; one token is [nb] whatever tt. Block-major over all n
  * tokens, a 4-token tile read 128 bytes per block 32 n bytes apart (4 KB at a 128-token chunk),
  * which the hardware prefetchers do not follow: in tiles of 8, the AVX2 Q4_0 / Q4_K prompt
@@ -59,8 +61,10 @@ typedef struct q35_mm_job {
 /* Computes Y rows [r0, r1) for all n tokens. Kernels for R16 weights may be called with r0 not a
  * multiple of 16: they compute whole groups and store only rows in [r0, r1). */
 typedef void (*q35_mm_fn)(const q35_mm_job *j, int64_t r0, int64_t r1);
-/* Quantizes token t of x[cols] (already rotated for Q4R) into a (nb blocks), with offset mult. */
-typedef void (*q35_actq_fn)(const float *x, int t, int mult, q35_act *a);
+/* Quantizes token t of x[cols] (already rotated for Q4R) into a (nb blocks), with offset mult,
+ * `group` blocks sharing a scale (1, or 8 for Q4_K; nb % group == 0). Each ISA's is
+ * q35_actq_drive with its own two block helpers. */
+typedef void (*q35_actq_fn)(const float *x, int t, int mult, int group, q35_act *a);
 /* x[n] = rotate each 128-group of x (the Q4R rotation) in place; n % 128 == 0. */
 typedef void (*q35_rot_fn)(float *x, int64_t n);
 
@@ -109,7 +113,7 @@ int q35_kern_use_neondot(int on);
 int q35_cpu_has_neondot(void);
 
 /* Scalar pieces shared by all tables (ref.c). */
-void q35_actq_ref(const float *x, int t, int mult, q35_act *a);
+void q35_actq_ref(const float *x, int t, int mult, int group, q35_act *a);
 void q35_rot_ref(float *x, int64_t n);
 
 /* Canonical views of one block of row r in any layout (quant.c). */
@@ -119,6 +123,40 @@ void q35_get_b32(const q35_tensor *W, int64_t r, int64_t b, float *d, int8_t q[3
 void q35_get_q4k(const q35_tensor *W, int64_t r, int64_t sb, float *d, float *dmin, uint8_t sc[8], uint8_t m[8], uint8_t q[256]);
 /* Q6_K super-block sb: x[e] = d*sc[e/16]*q[e], q -32..31. */
 void q35_get_q6k(const q35_tensor *W, int64_t r, int64_t sb, float *d, int8_t sc[16], int8_t q[256]);
+
+/* The activation quantizer every ISA shares (q35_actq_fn): amax32(x) = max |x[0..31]|, setting
+ * *bad when one is inf or NaN; q32(x, id, q, s) writes q[k] = nearest-even(x[k] * id) for k < 32
+ * and s[0], s[1] = the sums of q[0..15], q[16..31]. Both inline into the caller. */
+typedef float (*q35_amax32_fn)(const float *x, int *bad);
+typedef void (*q35_q32_fn)(const float *x, float id, int8_t *q, int s[2]);
+static inline __attribute__((always_inline)) void q35_actq_group(const float *x, int t, int mult, int64_t b0, const int G, q35_act *a,
+                                                                 q35_amax32_fn amax32, q35_q32_fn q32) {
+    float amax = 0.0f;
+    int bad = 0;
+    for (int g = 0; g < G; g++) {
+        const float m = amax32(x + 32 * (b0 + g), &bad);
+        amax = m > amax ? m : amax;
+    }
+    const int zero = bad || !(amax >= 1e-30f); /* a zero group, or one with an inf / NaN: codes 0 */
+    const float id = zero ? 0.0f : 127.0f / amax, d = zero ? 0.0f : amax / 127.0f;
+    for (int g = 0; g < G; g++) {
+        const size_t i = q35_act_at(a, b0 + g, t);
+        int s[2] = {0, 0};
+        if (zero) memset(a->q + 32 * i, 0, 32);
+        else q32(x + 32 * (b0 + g), id, a->q + 32 * i, s);
+        a->d[i] = d;
+        a->s[i] = mult * (s[0] + s[1]);
+        a->h[2 * i] = (int16_t)s[0];
+        a->h[2 * i + 1] = (int16_t)s[1];
+    }
+}
+static inline __attribute__((always_inline)) void q35_actq_drive(const float *x, int t, int mult, int group, q35_act *a, q35_amax32_fn amax32,
+                                                                 q35_q32_fn q32) {
+    if (group == 8)
+        for (int64_t b = 0; b + 8 <= a->nb; b += 8) q35_actq_group(x, t, mult, b, 8, a, amax32, q32);
+    else
+        for (int64_t b = 0; b < a->nb; b++) q35_actq_group(x, t, mult, b, 1, a, amax32, q32);
+}
 
 /* Half-float helpers usable from any file. */
 static inline int64_t q35_ceil16(int64_t x) { return (x + 15) & ~(int64_t)15; }

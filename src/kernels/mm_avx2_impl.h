@@ -198,16 +198,16 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, const uint8_t *u, int64_t nsb, 
 #endif
                 }
             }
-            /* sc x dot (below 2^24, ref.c): with VNNI the exact float product, as mm_avx512.c's
-             * q4k_unit; without, the integer itself from the vpmaddwd that widens the 16-bit sums */
+            /* sa += sc x dot (below 2^22, ref.c): with VNNI the fused product of the exact floats, as
+             * mm_avx512.c's q4k_sub_any; without, the integer itself from the vpmaddwd that widens
+             * the 16-bit sums, added (the same rounding) */
             UNROLL
             for (int j = 0; j < T; j++) {
 #if VNNI
-                const __m256 scdot = _mm256_mul_ps(_mm256_cvtepi32_ps(dot[j]), scf);
+                sa[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[j]), scf, sa[j]);
 #else
-                const __m256 scdot = _mm256_cvtepi32_ps(_mm256_madd_epi16(dot[j], sc2));
+                sa[j] = _mm256_add_ps(sa[j], _mm256_cvtepi32_ps(_mm256_madd_epi16(dot[j], sc2)));
 #endif
-                sa[j] = _mm256_fmadd_ps(_mm256_set1_ps(a->d[base + j]), scdot, sa[j]);
             }
         }
         /* the min term after the sub-blocks (it needs no product of the weights): fewer registers live in the loop */
@@ -223,11 +223,9 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, const uint8_t *u, int64_t nsb, 
         }
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * hf)));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * hf)));
+        const float *da = a->d + a0 + (size_t)(8 * sb) * tt; /* the super-block's scale per token */
         UNROLL
-        for (int j = 0; j < T; j++) {
-            acc[j] = _mm256_fmadd_ps(d, sa[j], acc[j]);
-            acc[j] = _mm256_fnmadd_ps(dmin, ma[j], acc[j]);
-        }
+        for (int j = 0; j < T; j++) acc[j] = _mm256_fmadd_ps(_mm256_set1_ps(da[j]), _mm256_fnmadd_ps(dmin, ma[j], _mm256_mul_ps(d, sa[j])), acc[j]);
     }
     UNROLL
     for (int j = 0; j < T; j++) SUFFIX(store8)(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
@@ -535,16 +533,14 @@ INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
 #endif
             }
         }
-        const __m256 vad = _mm256_set1_ps(ad[s]);
         UNROLL
         for (int h = 0; h < 2; h++) {
             const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 64 + 16 * s + 8 * h)));
 #if VNNI
-            const __m256 scdot = _mm256_mul_ps(_mm256_cvtepi32_ps(dot[h]), _mm256_cvtepi32_ps(sc));
+            sa[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot[h]), _mm256_cvtepi32_ps(sc), sa[h]);
 #else
-            const __m256 scdot = _mm256_cvtepi32_ps(_mm256_madd_epi16(dot[h], _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16))));
+            sa[h] = _mm256_add_ps(sa[h], _mm256_cvtepi32_ps(_mm256_madd_epi16(dot[h], _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16)))));
 #endif
-            sa[h] = _mm256_fmadd_ps(vad, scdot, sa[h]);
         }
     }
     __m256 ma[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
@@ -555,10 +551,11 @@ INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
         for (int h = 0; h < 2; h++)
             ma[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 192 + 16 * k + 8 * h)))), vds, ma[h]);
     }
+    const __m256 vad = _mm256_set1_ps(ad[0]); /* the super-block's scale */
     UNROLL
     for (int h = 0; h < 2; h++) {
-        acc[h] = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h))), sa[h], acc[h]);
-        acc[h] = _mm256_fnmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * h))), ma[h], acc[h]);
+        const __m256 u = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * h))), sa[h]);
+        acc[h] = _mm256_fmadd_ps(vad, _mm256_fnmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * h))), ma[h], u), acc[h]);
     }
 }
 INLINE void SUFFIX(q6k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad, const int16_t *ah, __m256 *acc, q35_pf_dist pd,
@@ -825,48 +822,36 @@ INLINE int hsum_i32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
-static void actq(const float *x, int t, int mult, q35_act *a) {
+INLINE float amax32(const float *x, int *bad) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
-    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    for (int b = 0; b < a->nb; b++) {
-        __m256 v[4]; /* the loops over v and qi unrolled: rolled, gcc 12 kept both arrays on the
-                      * stack (16-byte stores read back as 32 bytes, which cannot forward): 44-51 ns a
-                      * block, now 10-14 (512 tokens of 1024 / 3584 columns) */
-        UNROLL
-        for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
-        __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
-                                 _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
-        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float amax = _mm_cvtss_f32(m4);
-        const size_t i = q35_act_at(a, b, t);
-        int8_t *q = a->q + 32 * i;
-        /* v * 0 is NaN exactly for inf and NaN: such a block quantizes to zero, as in ref.c */
-        const __m256 zero = _mm256_setzero_ps();
-        __m256 z = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(v[0], zero), _mm256_mul_ps(v[1], zero)),
-                                 _mm256_add_ps(_mm256_mul_ps(v[2], zero), _mm256_mul_ps(v[3], zero)));
-        const int bad = _mm256_movemask_ps(_mm256_cmp_ps(z, z, _CMP_UNORD_Q)) != 0;
-        if (bad || !(amax >= 1e-30f)) {
-            memset(q, 0, 32);
-            a->d[i] = 0.0f;
-            a->s[i] = 0;
-            a->h[2 * i] = a->h[2 * i + 1] = 0;
-            continue;
-        }
-        const __m256 id = _mm256_set1_ps(127.0f / amax);
-        __m256i qi[4];
-        UNROLL
-        for (int k = 0; k < 4; k++) qi[k] = _mm256_cvtps_epi32(_mm256_mul_ps(v[k], id));
-        const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
-        _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(p, perm));
-        const int s0 = hsum_i32(_mm256_add_epi32(qi[0], qi[1])), s1 = hsum_i32(_mm256_add_epi32(qi[2], qi[3]));
-        a->d[i] = amax / 127.0f;
-        a->s[i] = mult * (s0 + s1);
-        a->h[2 * i] = (int16_t)s0;
-        a->h[2 * i + 1] = (int16_t)s1;
-    }
+    __m256 v[4]; /* the loops unrolled: rolled, gcc 12 kept the arrays on the stack (16-byte stores
+                  * read back as 32 bytes, which cannot forward): 44-51 ns a block, unrolled 10-14 */
+    UNROLL
+    for (int i = 0; i < 4; i++) v[i] = _mm256_loadu_ps(x + 8 * i);
+    __m256 m = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                             _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    /* v * 0 is NaN exactly for inf and NaN: such a group quantizes to zero, as in ref.c */
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 z = _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(v[0], zero), _mm256_mul_ps(v[1], zero)),
+                                   _mm256_add_ps(_mm256_mul_ps(v[2], zero), _mm256_mul_ps(v[3], zero)));
+    *bad |= _mm256_movemask_ps(_mm256_cmp_ps(z, z, _CMP_UNORD_Q)) != 0;
+    return _mm_cvtss_f32(m4);
 }
+INLINE void q32(const float *x, float idf, int8_t *q, int s[2]) {
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256 id = _mm256_set1_ps(idf);
+    __m256i qi[4];
+    UNROLL
+    for (int k = 0; k < 4; k++) qi[k] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * k), id));
+    const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(qi[0], qi[1]), _mm256_packs_epi32(qi[2], qi[3]));
+    _mm256_storeu_si256((__m256i *)q, _mm256_permutevar8x32_epi32(p, perm));
+    s[0] = hsum_i32(_mm256_add_epi32(qi[0], qi[1]));
+    s[1] = hsum_i32(_mm256_add_epi32(qi[2], qi[3]));
+}
+static void actq(const float *x, int t, int mult, int group, q35_act *a) { q35_actq_drive(x, t, mult, group, a, amax32, q32); }
 
 static void rot(float *x, int64_t n) {
     __m256 sg[3], signs[16];
@@ -914,13 +899,13 @@ const q35_kern q35_kern_avx2 = {
     .rot = rot,
 };
 /* for the AVX-VNNI table (mm_vnni_avx2.c) */
-void q35_avx2_actq(const float *x, int t, int mult, q35_act *a) { actq(x, t, mult, a); }
+void q35_avx2_actq(const float *x, int t, int mult, int group, q35_act *a) { actq(x, t, mult, group, a); }
 void q35_avx2_rot(float *x, int64_t n) { rot(x, n); }
 void q35_avx2_mm_f32(const q35_mm_job *j, int64_t r0, int64_t r1) { mm_f32(j, r0, r1); }
 void q35_avx2_mm_f16(const q35_mm_job *j, int64_t r0, int64_t r1) { mm_f16(j, r0, r1); }
 void q35_avx2_mm_bf16(const q35_mm_job *j, int64_t r0, int64_t r1) { mm_bf16(j, r0, r1); }
 #else
-void q35_avx2_actq(const float *x, int t, int mult, q35_act *a);
+void q35_avx2_actq(const float *x, int t, int mult, int group, q35_act *a);
 void q35_avx2_rot(float *x, int64_t n);
 void q35_avx2_mm_f32(const q35_mm_job *j, int64_t r0, int64_t r1);
 void q35_avx2_mm_f16(const q35_mm_job *j, int64_t r0, int64_t r1);

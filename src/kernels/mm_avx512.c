@@ -127,10 +127,9 @@ INLINE void q8_blk(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const
 /* ---- Q4_K, R16 (per super-block: d[16] dmin[16] sc[8][16] m[8][16], 8 x 4 chunks) ---- */
 
 /* Sub-block s (32 columns) of the Q4_K super-block at p times T tokens (activation bytes aq[T][32],
- * scales ad[T], ds[T]): sa[j] += da x (sc x dot), ma[j] += m x ds, the reference's steps (ref.c).
- * sc x dot is below 2^24, so the float product of the exact float values is its (float)(sc * dot). */
-INLINE void q4k_sub_any(const uint8_t *p, int s, const int8_t *aq, const float *ad, const float *ds, const int T, __m512 *sa, __m512 *ma,
-                        const uint8_t *uc) {
+ * block sums ds[T]): sa[j] = fma(sc, dot, sa[j]), ma[j] = fma(m, ds, ma[j]), the reference's steps
+ * (ref.c; the tokens' scales wait for q4k_fold: a super-block's blocks share one). */
+INLINE void q4k_sub_any(const uint8_t *p, int s, const int8_t *aq, const float *ds, const int T, __m512 *sa, __m512 *ma, const uint8_t *uc) {
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m512 scf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s))));
     const __m512 mf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s))));
@@ -152,18 +151,19 @@ INLINE void q4k_sub_any(const uint8_t *p, int s, const int8_t *aq, const float *
     /* (the min term here measured 4% faster than after the sub-block loop, where AVX2 has it) */
     UNROLL
     for (int j = 0; j < T; j++) {
-        sa[j] = _mm512_fmadd_ps(_mm512_set1_ps(ad[j]), _mm512_mul_ps(_mm512_cvtepi32_ps(dots[j]), scf), sa[j]);
+        sa[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[j]), scf, sa[j]);
         ma[j] = _mm512_fmadd_ps(mf, _mm512_set1_ps(ds[j]), ma[j]);
     }
 }
-INLINE void q4k_sub(const uint8_t *p, int s, const int8_t *aq, const float *ad, const float *ds, const int T, __m512 *sa, __m512 *ma) {
-    q4k_sub_any(p, s, aq, ad, ds, T, sa, ma, NULL);
+INLINE void q4k_sub(const uint8_t *p, int s, const int8_t *aq, const float *ds, const int T, __m512 *sa, __m512 *ma) {
+    q4k_sub_any(p, s, aq, ds, T, sa, ma, NULL);
 }
-/* After a super-block's sub-blocks: acc = fma(d, sa, acc), then acc = fma(-dmin, ma, acc). */
-INLINE __m512 q4k_fold(const uint8_t *p, __m512 sa, __m512 ma, __m512 acc) {
+/* After a super-block's sub-blocks, with the token's scale da for the super-block:
+ * acc = fma(da, fma(-dmin, ma, d * sa), acc). */
+INLINE __m512 q4k_fold(const uint8_t *p, __m512 sa, __m512 ma, float da, __m512 acc) {
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
     const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(p + 32)));
-    return _mm512_fnmadd_ps(dmin, ma, _mm512_fmadd_ps(d, sa, acc));
+    return _mm512_fmadd_ps(_mm512_set1_ps(da), _mm512_fnmadd_ps(dmin, ma, _mm512_mul_ps(d, sa)), acc);
 }
 /* Super-block u (256 columns) of a group times T tokens of the tile at a0 (q35_act_at(a, 0, t0)). */
 INLINE void q4k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *a, size_t a0, const int T, __m512 *acc, int64_t pfs,
@@ -176,10 +176,11 @@ INLINE void q4k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
     for (int s = 0; s < 8; s++) {
         if (T == 1) q35_pf_lines(pd, grp + (8 * u + s) * pfs, 5); /* 320 >= pfs = 296 */
         const size_t base = a0 + (size_t)(8 * u + s) * (size_t)a->tt;
-        q4k_sub(p, s, a->q + base * 32, a->d + base, a->ds + base, T, sa, ma);
+        q4k_sub(p, s, a->q + base * 32, a->ds + base, T, sa, ma);
     }
+    const float *ad = a->d + a0 + (size_t)(8 * u) * (size_t)a->tt; /* the super-block's scale per token */
     UNROLL
-    for (int j = 0; j < T; j++) acc[j] = q4k_fold(p, sa[j], ma[j], acc[j]);
+    for (int j = 0; j < T; j++) acc[j] = q4k_fold(p, sa[j], ma[j], ad[j], acc[j]);
 }
 #define Q4K_UNITS(cols) ((cols) / 256)
 #define Q4K_PFS(nu) q35_pf_step(2368, 8)
@@ -283,12 +284,12 @@ R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
                 q35_pf_lines(pd, fa, 5); /* 320 >= pfs = 296 */                                                \
                 fa += pfs;                                                                                     \
                 if (G == 2) q35_pf_lines(pd, fb, 5), fb += pfs;                                                \
-                q4k_sub(pa, s, aq, ad, ds, 1, &saa, &maa);                                                     \
-                if (G == 2) q4k_sub(pb, s, aq, ad, ds, 1, &sab, &mab);                                         \
-                aq += 32, ad++, ds++;                                                                          \
+                q4k_sub(pa, s, aq, ds, 1, &saa, &maa);                                                         \
+                if (G == 2) q4k_sub(pb, s, aq, ds, 1, &sab, &mab);                                             \
+                aq += 32, ds++;                                                                                \
             }                                                                                                  \
-            acca = q4k_fold(pa, saa, maa, acca);                                                               \
-            if (G == 2) accb = q4k_fold(pb, sab, mab, accb);                                                   \
+            acca = q4k_fold(pa, saa, maa, ad[8 * u], acca);                                                    \
+            if (G == 2) accb = q4k_fold(pb, sab, mab, ad[8 * u], accb);                                        \
         }                                                                                                      \
         store16(Y, acca, ra, r0, r1);                                                                          \
         if (G == 2) store16(Y, accb, rb, r0, r1);                                                              \
@@ -498,11 +499,14 @@ INLINE void q4k_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q
     for (int64_t sb = 0; sb < nb / 8; sb++) {
         const uint8_t *p = grp + 2368 * sb;
         __m512 sa[8], ma[8];
+        float das[8];
         UNROLL
         for (int j = 0; j < T; j++) sa[j] = ma[j] = _mm512_setzero_ps();
-        for (int s = 0; s < 8; s++, u += 512, aq += 32 * an, ad += an, ds += an) q4k_sub_any(p, s, aq, ad, ds, T, sa, ma, u);
         UNROLL
-        for (int j = 0; j < T; j++) acc[j] = q4k_fold(p, sa[j], ma[j], acc[j]);
+        for (int j = 0; j < T; j++) das[j] = ad[j]; /* the super-block's scale per token (block 8 sb) */
+        for (int s = 0; s < 8; s++, u += 512, aq += 32 * an, ad += an, ds += an) q4k_sub_any(p, s, aq, ds, T, sa, ma, u);
+        UNROLL
+        for (int j = 0; j < T; j++) acc[j] = q4k_fold(p, sa[j], ma[j], das[j], acc[j]);
     }
     UNROLL
     for (int j = 0; j < T; j++) store16(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
@@ -777,33 +781,23 @@ static void mm_bf16dot(const q35_mm_job *j, int64_t r0, int64_t r1) {
 
 /* ---- activation quantization and rotation (bitwise equal to ref.c) ---- */
 
-static void actq(const float *x, int t, int mult, q35_act *a) {
+INLINE float amax32(const float *x, int *bad) {
     const __m512 sign = _mm512_set1_ps(-0.0f);
-    for (int b = 0; b < a->nb; b++) {
-        const __m512 v0 = _mm512_loadu_ps(x + 32 * b), v1 = _mm512_loadu_ps(x + 32 * b + 16);
-        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
-        const size_t i = q35_act_at(a, b, t);
-        int8_t *q = a->q + 32 * i;
-        /* 0x99: QNaN, +Inf, -Inf, SNaN — such a block quantizes to zero, as in ref.c */
-        const int bad = (_mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99)) != 0;
-        if (bad || !(amax >= 1e-30f)) {
-            memset(q, 0, 32);
-            a->d[i] = 0.0f;
-            a->s[i] = 0;
-            a->h[2 * i] = a->h[2 * i + 1] = 0;
-            continue;
-        }
-        const __m512 id = _mm512_set1_ps(127.0f / amax);
-        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, id)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, id));
-        _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(q0));
-        _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(q1));
-        const int s0 = _mm512_reduce_add_epi32(q0), s1 = _mm512_reduce_add_epi32(q1);
-        a->d[i] = amax / 127.0f;
-        a->s[i] = mult * (s0 + s1);
-        a->h[2 * i] = (int16_t)s0;
-        a->h[2 * i + 1] = (int16_t)s1;
-    }
+    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    /* 0x99: QNaN, +Inf, -Inf, SNaN — such a group quantizes to zero, as in ref.c */
+    *bad |= (_mm512_fpclass_ps_mask(v0, 0x99) | _mm512_fpclass_ps_mask(v1, 0x99)) != 0;
+    return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
 }
+INLINE void q32(const float *x, float idf, int8_t *q, int s[2]) {
+    const __m512 id = _mm512_set1_ps(idf);
+    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x), id));
+    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16), id));
+    _mm_storeu_si128((__m128i *)q, _mm512_cvtepi32_epi8(q0));
+    _mm_storeu_si128((__m128i *)(q + 16), _mm512_cvtepi32_epi8(q1));
+    s[0] = _mm512_reduce_add_epi32(q0);
+    s[1] = _mm512_reduce_add_epi32(q1);
+}
+static void actq(const float *x, int t, int mult, int group, q35_act *a) { q35_actq_drive(x, t, mult, group, a, amax32, q32); }
 
 static void rot(float *x, int64_t n) {
     __m512 sg[4];

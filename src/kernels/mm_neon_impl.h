@@ -184,15 +184,13 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
                 int32x4_t dot = vdupq_n_s32(0);
                 DOT4(dot, lo[0], lo[1], lo[2], lo[3], a0);
                 DOT4(dot, hi[0], hi[1], hi[2], hi[3], a1);
-                sa[j] = vfmaq_f32(sa[j], vdupq_n_f32(a->d[base + j]), vcvtq_f32_s32(vmulq_s32(dot, sc)));
+                sa[j] = vaddq_f32(sa[j], vcvtq_f32_s32(vmulq_s32(dot, sc))); /* sc x dot < 2^22: exact, as fma(sc, dot, sa) */
                 ma[j] = vfmaq_f32(ma[j], mf, vdupq_n_f32(a->ds[base + j]));
             }
         }
+        const float *da = a->d + abase + (size_t)(8 * sb) * astep; /* the super-block's scale per token */
         UNROLL
-        for (int j = 0; j < T; j++) {
-            acc[j] = vfmaq_f32(acc[j], d, sa[j]);
-            acc[j] = vfmsq_f32(acc[j], dmin, ma[j]);
-        }
+        for (int j = 0; j < T; j++) acc[j] = vfmaq_f32(acc[j], vdupq_n_f32(da[j]), vfmsq_f32(vmulq_f32(d, sa[j]), dmin, ma[j]));
     }
     UNROLL
     for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
@@ -323,7 +321,6 @@ INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
     for (int s = 0; s < 8; s++) {
         q35_pf_lines(pd, pf + s * pfs, 5); /* 320 >= pfs = 296 */
         const int8x16_t a0 = vld1q_s8(aq + 32 * s), a1 = vld1q_s8(aq + 32 * s + 16);
-        const float32x4_t vad = vdupq_n_f32(ad[s]);
         const uint8_t *cq = p + 320 + 256 * s;
         UNROLL
         for (int q = 0; q < 4; q++) {
@@ -332,7 +329,7 @@ INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
             int32x4_t dot = vdupq_n_s32(0);
             DOT4(dot, lo[0], lo[1], lo[2], lo[3], a0);
             DOT4(dot, hi[0], hi[1], hi[2], hi[3], a1);
-            sa[q] = vfmaq_f32(sa[q], vad, vcvtq_f32_s32(vmulq_s32(dot, u8x4_s32(p + 64 + 16 * s + 4 * q))));
+            sa[q] = vaddq_f32(sa[q], vcvtq_f32_s32(vmulq_s32(dot, u8x4_s32(p + 64 + 16 * s + 4 * q))));
         }
     }
     UNROLL
@@ -341,11 +338,9 @@ INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
         UNROLL
         for (int q = 0; q < 4; q++) ma[q] = vfmaq_f32(ma[q], vcvtq_f32_s32(u8x4_s32(p + 192 + 16 * k + 4 * q)), vds);
     }
+    const float32x4_t vad = vdupq_n_f32(ad[0]); /* the super-block's scale */
     UNROLL
-    for (int q = 0; q < 4; q++) {
-        acc[q] = vfmaq_f32(acc[q], h4(p + 8 * q), sa[q]);
-        acc[q] = vfmsq_f32(acc[q], h4(p + 32 + 8 * q), ma[q]);
-    }
+    for (int q = 0; q < 4; q++) acc[q] = vfmaq_f32(acc[q], vad, vfmsq_f32(vmulq_f32(h4(p + 8 * q), sa[q]), h4(p + 32 + 8 * q), ma[q]));
 }
 INLINE void SUFFIX(q6k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad, const int16_t *ah, float32x4_t *acc, q35_pf_dist pd,
                              const uint8_t *pf, int64_t pfs) {
@@ -496,6 +491,7 @@ INLINE void SUFFIX(q4k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
     const float *ad = a->d + abase, *ds = a->ds + abase;
     for (int64_t sb = 0; sb < nsb; sb++, ds += 8 * an) {
         const uint8_t *p = grp + 2368 * sb;
+        const float *da = ad; /* block 8 sb: the super-block's scale per token */
         float32x4_t sa[U_T]; /* the reference's super-block sums (ref.c) */
         UNROLL
         for (int j = 0; j < T; j++) sa[j] = vdupq_n_f32(0.0f);
@@ -510,7 +506,7 @@ INLINE void SUFFIX(q4k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
                 int32x4_t dot = vdupq_n_s32(0);
                 DOT4(dot, lo[0], lo[1], lo[2], lo[3], a0);
                 DOT4(dot, hi[0], hi[1], hi[2], hi[3], a1);
-                sa[j] = vfmaq_f32(sa[j], vdupq_n_f32(ad[j]), vcvtq_f32_s32(vmulq_s32(dot, sc)));
+                sa[j] = vaddq_f32(sa[j], vcvtq_f32_s32(vmulq_s32(dot, sc)));
             }
         }
         float32x4_t ma[U_T];
@@ -524,10 +520,7 @@ INLINE void SUFFIX(q4k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
         }
         const float32x4_t d = h4(p + 8 * qt), dmin = h4(p + 32 + 8 * qt);
         UNROLL
-        for (int j = 0; j < T; j++) {
-            acc[j] = vfmaq_f32(acc[j], d, sa[j]);
-            acc[j] = vfmsq_f32(acc[j], dmin, ma[j]);
-        }
+        for (int j = 0; j < T; j++) acc[j] = vfmaq_f32(acc[j], vdupq_n_f32(da[j]), vfmsq_f32(vmulq_f32(d, sa[j]), dmin, ma[j]));
     }
     UNROLL
     for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
@@ -646,47 +639,31 @@ FP_DRIVER(mm_f16, WF16)
 FP_DRIVER(mm_bf16, WBF16)
 
 /* ---- activation quantization and rotation (bitwise equal to ref.c) ---- */
-static void actq(const float *x, int t, int mult, q35_act *a) {
-    for (int b = 0; b < a->nb; b++) {
-        float32x4_t v[8]; /* the loops unrolled: rolled, gcc kept v and qi on the stack */
-        float32x4_t m = vdupq_n_f32(0.0f);
-        UNROLL
-        for (int k = 0; k < 8; k++) {
-            v[k] = vld1q_f32(x + 32 * b + 4 * k);
-            m = vmaxq_f32(m, vabsq_f32(v[k]));
-        }
-        const float amax = vmaxvq_f32(m);
-        const size_t i = q35_act_at(a, b, t);
-        int8_t *q = a->q + 32 * i;
-        /* v * 0 is NaN exactly for inf and NaN: such a block quantizes to zero, as in ref.c */
-        float32x4_t z = vdupq_n_f32(0.0f);
-        UNROLL
-        for (int k = 0; k < 8; k++) z = vaddq_f32(z, vmulq_n_f32(v[k], 0.0f));
-        const int bad = vminvq_u32(vceqq_f32(z, z)) == 0;
-        if (bad || !(amax >= 1e-30f)) {
-            memset(q, 0, 32);
-            a->d[i] = 0.0f;
-            a->s[i] = 0;
-            a->h[2 * i] = a->h[2 * i + 1] = 0;
-            continue;
-        }
-        const float32x4_t id = vdupq_n_f32(127.0f / amax);
-        int32x4_t qi[8];
-        UNROLL
-        for (int k = 0; k < 8; k++) qi[k] = vcvtnq_s32_f32(vmulq_f32(v[k], id));
-        UNROLL
-        for (int k = 0; k < 4; k++) {
-            const int16x8_t p = vcombine_s16(vmovn_s32(qi[2 * k]), vmovn_s32(qi[2 * k + 1]));
-            vst1_s8(q + 8 * k, vmovn_s16(p));
-        }
-        const int s0 = vaddvq_s32(vaddq_s32(vaddq_s32(qi[0], qi[1]), vaddq_s32(qi[2], qi[3])));
-        const int s1 = vaddvq_s32(vaddq_s32(vaddq_s32(qi[4], qi[5]), vaddq_s32(qi[6], qi[7])));
-        a->d[i] = amax / 127.0f;
-        a->s[i] = mult * (s0 + s1);
-        a->h[2 * i] = (int16_t)s0;
-        a->h[2 * i + 1] = (int16_t)s1;
+INLINE float amax32(const float *x, int *bad) {
+    float32x4_t m = vdupq_n_f32(0.0f), z = vdupq_n_f32(0.0f);
+    UNROLL
+    for (int k = 0; k < 8; k++) {
+        const float32x4_t v = vld1q_f32(x + 4 * k);
+        m = vmaxq_f32(m, vabsq_f32(v));
+        z = vaddq_f32(z, vmulq_n_f32(v, 0.0f)); /* v * 0 is NaN exactly for inf and NaN: such a group quantizes to zero, as in ref.c */
     }
+    *bad |= vminvq_u32(vceqq_f32(z, z)) == 0;
+    return vmaxvq_f32(m);
 }
+INLINE void q32(const float *x, float idf, int8_t *q, int s[2]) {
+    const float32x4_t id = vdupq_n_f32(idf);
+    int32x4_t qi[8]; /* the loops unrolled: rolled, gcc kept qi on the stack */
+    UNROLL
+    for (int k = 0; k < 8; k++) qi[k] = vcvtnq_s32_f32(vmulq_f32(vld1q_f32(x + 4 * k), id));
+    UNROLL
+    for (int k = 0; k < 4; k++) {
+        const int16x8_t p = vcombine_s16(vmovn_s32(qi[2 * k]), vmovn_s32(qi[2 * k + 1]));
+        vst1_s8(q + 8 * k, vmovn_s16(p));
+    }
+    s[0] = vaddvq_s32(vaddq_s32(vaddq_s32(qi[0], qi[1]), vaddq_s32(qi[2], qi[3])));
+    s[1] = vaddvq_s32(vaddq_s32(vaddq_s32(qi[4], qi[5]), vaddq_s32(qi[6], qi[7])));
+}
+static void actq(const float *x, int t, int mult, int group, q35_act *a) { q35_actq_drive(x, t, mult, group, a, amax32, q32); }
 
 static void rot(float *x, int64_t n) {
     const float32x4_t sg0 = {1.0f, -1.0f, 1.0f, -1.0f}, sg1 = {1.0f, 1.0f, -1.0f, -1.0f};
@@ -729,13 +706,13 @@ const q35_kern q35_kern_neon = {
     .rot = rot,
 };
 /* for the dotprod table (mm_dot_neon.c) */
-void q35_neon_actq(const float *x, int t, int mult, q35_act *a) { actq(x, t, mult, a); }
+void q35_neon_actq(const float *x, int t, int mult, int group, q35_act *a) { actq(x, t, mult, group, a); }
 void q35_neon_rot(float *x, int64_t n) { rot(x, n); }
 void q35_neon_mm_f32(const q35_mm_job *j, int64_t r0, int64_t r1) { mm_f32(j, r0, r1); }
 void q35_neon_mm_f16(const q35_mm_job *j, int64_t r0, int64_t r1) { mm_f16(j, r0, r1); }
 void q35_neon_mm_bf16(const q35_mm_job *j, int64_t r0, int64_t r1) { mm_bf16(j, r0, r1); }
 #else
-void q35_neon_actq(const float *x, int t, int mult, q35_act *a);
+void q35_neon_actq(const float *x, int t, int mult, int group, q35_act *a);
 void q35_neon_rot(float *x, int64_t n);
 void q35_neon_mm_f32(const q35_mm_job *j, int64_t r0, int64_t r1);
 void q35_neon_mm_f16(const q35_mm_job *j, int64_t r0, int64_t r1);

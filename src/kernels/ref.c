@@ -33,12 +33,13 @@ static float dot_f16(const uint16_t *w, const float *x, int64_t n) {
  * Integer formats: the activations arrive quantized (mm.h, q35_act); per row r and token t,
  *   Q8_0/Q4_0/Q4R: acc = 0; for each block b in order: acc = fmaf(dw*da, (float)isum, acc),
  *     isum = sum_k qw[k]*qa[k] exactly (int32);
- *   Q4_K: for each super-block (d, dmin; sub-blocks s = 0..7 = activation blocks b):
- *     sa = 0; ma = 0; for s in order: sa = fmaf(da, (float)(sc*dot), sa); ma = fmaf((float)m, ds, ma);
- *     acc = fmaf(d, sa, acc); acc = fmaf(-dmin, ma, acc)
- *     (ds = da * (float)(sum qa), q35_act; the min term needs no product of the weights, and the
- *     super-block's scales d, dmin multiply once: 4 vector operations per sub-block and token where
- *     the per-sub-block form, fmaf(d*da, ..) and fmaf(-(dmin*da), (float)(m*sum), ..), took 8);
+ *   Q4_K: the activations' 8 blocks of a super-block share one scale da (group 8, mm.h), so for
+ *     each super-block (d, dmin; sub-blocks s = 0..7 = activation blocks b):
+ *     sa = 0; ma = 0; for s in order: sa = fmaf((float)sc, (float)dot, sa); ma = fmaf((float)m, ds, ma);
+ *     acc = fmaf(da, fmaf(-dmin, ma, d * sa), acc)
+ *     (ds = (float)(sum qa), q35_act; sc x dot < 2^22 and every partial sum of ma < 2^24 are exact,
+ *     sa rounds only past 2^24. Per sub-block and token 2 multiplies, where per-block activation
+ *     scales took 3: fmaf(da, (float)(sc*dot), sa) and the min term scaled by each block's da);
  *   Q6_K: for each block b: isum = sc[2b']*dot(first 16) + sc[2b'+1]*dot(last 16);
  *     acc = fmaf(d*da, (float)isum, acc).
  * Every integer is below 2^24, so each conversion to float is exact and a SIMD kernel doing the
@@ -101,12 +102,11 @@ static void mm_q4k(const q35_mm_job *j, int64_t r0, int64_t r1) {
                 float sa = 0.0f, ma = 0.0f;
                 for (int s = 0; s < 8; s++) {
                     const int64_t b = 8 * sb + s;
-                    sa = fmaf(ad(&j->a, b, t), (float)(sc[s] * idot(qs + 32 * s, aq(&j->a, b, t), 32)), sa);
+                    sa = fmaf((float)sc[s], (float)idot(qs + 32 * s, aq(&j->a, b, t), 32), sa);
                     ma = fmaf((float)m[s], j->a.ds[q35_act_at(&j->a, b, t)], ma);
                 }
                 float *y = &j->Y[(int64_t)t * j->rows + r];
-                *y = fmaf(d, sa, *y);
-                *y = fmaf(-dmin, ma, *y);
+                *y = fmaf(ad(&j->a, 8 * sb, t), fmaf(-dmin, ma, d * sa), *y);
             }
         }
     }
@@ -133,37 +133,21 @@ static void mm_q6k(const q35_mm_job *j, int64_t r0, int64_t r1) {
     }
 }
 
-void q35_actq_ref(const float *x, int t, int mult, q35_act *a) {
-    for (int b = 0; b < a->nb; b++) {
-        const float *v = x + 32 * b;
-        float amax = 0;
-        int finite = 1;
-        for (int k = 0; k < 32; k++) {
-            amax = fmaxf(amax, fabsf(v[k]));
-            finite &= isfinite(v[k]) != 0;
-        }
-        const size_t i = q35_act_at(a, b, t);
-        int8_t *q = a->q + 32 * i;
-        if (!finite || !(amax >= 1e-30f)) { /* zero block, or one with an inf / NaN: codes 0 */
-            memset(q, 0, 32);
-            a->d[i] = 0.0f;
-            a->s[i] = 0;
-            a->h[2 * i] = a->h[2 * i + 1] = 0;
-            continue;
-        }
-        const float id = 127.0f / amax;
-        int s0 = 0, s1 = 0;
-        for (int k = 0; k < 32; k++) {
-            q[k] = (int8_t)(int)nearbyintf(v[k] * id);
-            if (k < 16) s0 += q[k];
-            else s1 += q[k];
-        }
-        a->d[i] = amax / 127.0f;
-        a->s[i] = mult * (s0 + s1);
-        a->h[2 * i] = (int16_t)s0;
-        a->h[2 * i + 1] = (int16_t)s1;
+static inline float amax32_ref(const float *v, int *bad) {
+    float amax = 0;
+    for (int k = 0; k < 32; k++) {
+        amax = fmaxf(amax, fabsf(v[k]));
+        *bad |= !isfinite(v[k]);
+    }
+    return amax;
+}
+static inline void q32_ref(const float *v, float id, int8_t *q, int s[2]) {
+    for (int k = 0; k < 32; k++) {
+        q[k] = (int8_t)(int)nearbyintf(v[k] * id);
+        s[k >= 16] += q[k];
     }
 }
+void q35_actq_ref(const float *x, int t, int mult, int group, q35_act *a) { q35_actq_drive(x, t, mult, group, a, amax32_ref, q32_ref); }
 
 void q35_rot_ref(float *x, int64_t n) {
     for (int64_t g = 0; g < n / Q35_Q4R_GROUP; g++) q35_q4r_rotate(x + Q35_Q4R_GROUP * g);
