@@ -126,13 +126,12 @@ INLINE void q8_blk(const uint8_t *sc, const uint8_t *cq, const int8_t *aq, const
 
 /* ---- Q4_K, R16 (per super-block: d[16] dmin[16] sc[8][16] m[8][16], 8 x 4 chunks) ---- */
 
-/* Sub-block s (32 columns) of the Q4_K super-block at p times T tokens (activation bytes aq[T][32],
- * block sums ds[T]): sa[j] = fma(sc, dot, sa[j]), ma[j] = fma(m, ds, ma[j]), the reference's steps
- * (ref.c; the tokens' scales wait for q4k_fold: a super-block's blocks share one). */
-INLINE void q4k_sub_any(const uint8_t *p, int s, const int8_t *aq, const float *ds, const int T, __m512 *sa, __m512 *ma, const uint8_t *uc) {
+/* Sub-block s (32 columns) of the Q4_K super-block at p times T tokens (activation bytes aq[T][32]):
+ * sa[j] = fma(sc, dot, sa[j]), the reference's step (ref.c; the tokens' scales wait for q4k_fold:
+ * a super-block's blocks share one). */
+INLINE void q4k_sub_any(const uint8_t *p, int s, const int8_t *aq, const int T, __m512 *sa, const uint8_t *uc) {
     const __m512i m4 = _mm512_set1_epi8(15);
     const __m512 scf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 64 + 16 * s))));
-    const __m512 mf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 16 * s))));
     const uint8_t *cq = p + 320 + 256 * s;
     __m512i dots[8];
     UNROLL
@@ -148,15 +147,27 @@ INLINE void q4k_sub_any(const uint8_t *p, int s, const int8_t *aq, const float *
         UNROLL
         for (int j = 0; j < T; j++) dots[j] = dpbusd_bc(dots[j], hi, aq + 32 * j + 16 + 4 * c);
     }
-    /* (the min term here measured 4% faster than after the sub-block loop, where AVX2 has it) */
+    UNROLL
+    for (int j = 0; j < T; j++) sa[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[j]), scf, sa[j]);
+}
+INLINE void q4k_sub(const uint8_t *p, int s, const int8_t *aq, const int T, __m512 *sa) { q4k_sub_any(p, s, aq, T, sa, NULL); }
+/* The super-block's min term for T tokens: ma[j] = sum_s m[s] S_s, in integers by 4 vpdpwssd on
+ * pairs of sub-blocks (m's of a pair in each row's lane as two 16-bit halves; sp: the token's pair
+ * sums, q35_act, at sp[2 q step + j]). Exact, so it equals the reference's float sum of exact
+ * products (ref.c), for 4 multiplies where the float steps took 8. */
+INLINE void q4k_mins(const uint8_t *p, const int32_t *sp, size_t step, const int T, __m512 *ma) {
+    __m512i mp[4];
+    UNROLL
+    for (int q = 0; q < 4; q++)
+        mp[q] = _mm512_or_si512(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 192 + 32 * q))),
+                                _mm512_slli_epi32(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(p + 208 + 32 * q))), 16));
     UNROLL
     for (int j = 0; j < T; j++) {
-        sa[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dots[j]), scf, sa[j]);
-        ma[j] = _mm512_fmadd_ps(mf, _mm512_set1_ps(ds[j]), ma[j]);
+        __m512i mi = _mm512_setzero_si512();
+        UNROLL
+        for (int q = 0; q < 4; q++) mi = _mm512_dpwssd_epi32(mi, mp[q], _mm512_set1_epi32(sp[2 * q * step + (size_t)j]));
+        ma[j] = _mm512_cvtepi32_ps(mi);
     }
-}
-INLINE void q4k_sub(const uint8_t *p, int s, const int8_t *aq, const float *ds, const int T, __m512 *sa, __m512 *ma) {
-    q4k_sub_any(p, s, aq, ds, T, sa, ma, NULL);
 }
 /* After a super-block's sub-blocks, with the token's scale da for the super-block:
  * acc = fma(da, fma(-dmin, ma, d * sa), acc). */
@@ -172,12 +183,13 @@ INLINE void q4k_unit(const uint8_t *grp, int64_t nsb, int64_t u, const q35_act *
     const uint8_t *p = grp + 2368 * u;
     __m512 sa[8], ma[8];
     UNROLL
-    for (int j = 0; j < T; j++) sa[j] = ma[j] = _mm512_setzero_ps();
+    for (int j = 0; j < T; j++) sa[j] = _mm512_setzero_ps();
     for (int s = 0; s < 8; s++) {
         if (T == 1) q35_pf_lines(pd, grp + (8 * u + s) * pfs, 5); /* 320 >= pfs = 296 */
         const size_t base = a0 + (size_t)(8 * u + s) * (size_t)a->tt;
-        q4k_sub(p, s, a->q + base * 32, a->ds + base, T, sa, ma);
+        q4k_sub(p, s, a->q + base * 32, T, sa);
     }
+    q4k_mins(p, a->sp + a0 + (size_t)(8 * u) * (size_t)a->tt, (size_t)a->tt, T, ma);
     const float *ad = a->d + a0 + (size_t)(8 * u) * (size_t)a->tt; /* the super-block's scale per token */
     UNROLL
     for (int j = 0; j < T; j++) acc[j] = q4k_fold(p, sa[j], ma[j], ad[j], acc[j]);
@@ -275,19 +287,21 @@ R16_PAIR(q6k_pair, q6k_unit, Q6K_PFS, Q6K_PD)
         const int64_t pfs = Q4K_PFS(nsb);                                                                      \
         const q35_pf_dist pd = Q4K_PD;                                                                         \
         const int8_t *aq = a->q; /* [nb][32]: one token */                                                     \
-        const float *ad = a->d, *ds = a->ds;                                                                   \
+        const float *ad = a->d;                                                                                \
         const uint8_t *fa = ga, *fb = gb; /* the prefetch cursors: a sub-block's share of the stream each step */ \
         for (int64_t u = 0; u < nsb; u++) {                                                                    \
             const uint8_t *pa = ga + 2368 * u, *pb = G == 2 ? gb + 2368 * u : NULL;                            \
-            __m512 saa = _mm512_setzero_ps(), maa = saa, sab = saa, mab = saa;                                 \
+            __m512 saa = _mm512_setzero_ps(), maa, sab = saa, mab;                                             \
             for (int s = 0; s < 8; s++) {                                                                      \
                 q35_pf_lines(pd, fa, 5); /* 320 >= pfs = 296 */                                                \
                 fa += pfs;                                                                                     \
                 if (G == 2) q35_pf_lines(pd, fb, 5), fb += pfs;                                                \
-                q4k_sub(pa, s, aq, ds, 1, &saa, &maa);                                                         \
-                if (G == 2) q4k_sub(pb, s, aq, ds, 1, &sab, &mab);                                             \
-                aq += 32, ds++;                                                                                \
+                q4k_sub(pa, s, aq, 1, &saa);                                                                   \
+                if (G == 2) q4k_sub(pb, s, aq, 1, &sab);                                                       \
+                aq += 32;                                                                                      \
             }                                                                                                  \
+            q4k_mins(pa, a->sp + 8 * u, 1, 1, &maa);                                                           \
+            if (G == 2) q4k_mins(pb, a->sp + 8 * u, 1, 1, &mab);                                               \
             acca = q4k_fold(pa, saa, maa, ad[8 * u], acca);                                                    \
             if (G == 2) accb = q4k_fold(pb, sab, mab, ad[8 * u], accb);                                        \
         }                                                                                                      \
@@ -495,16 +509,18 @@ INLINE void q4k_tile_u(const uint8_t *grp, const uint8_t *u, int64_t nb, const q
     __m512 acc[8] = {0};
     const size_t an = (size_t)a->tt, a0 = q35_act_at(a, 0, t0);
     const int8_t *aq = a->q + 32 * a0;
-    const float *ad = a->d + a0, *ds = a->ds + a0;
-    for (int64_t sb = 0; sb < nb / 8; sb++) {
+    const float *ad = a->d + a0;
+    const int32_t *sp = a->sp + a0;
+    for (int64_t sb = 0; sb < nb / 8; sb++, sp += 8 * an) {
         const uint8_t *p = grp + 2368 * sb;
         __m512 sa[8], ma[8];
         float das[8];
         UNROLL
-        for (int j = 0; j < T; j++) sa[j] = ma[j] = _mm512_setzero_ps();
+        for (int j = 0; j < T; j++) sa[j] = _mm512_setzero_ps();
         UNROLL
         for (int j = 0; j < T; j++) das[j] = ad[j]; /* the super-block's scale per token (block 8 sb) */
-        for (int s = 0; s < 8; s++, u += 512, aq += 32 * an, ad += an, ds += an) q4k_sub_any(p, s, aq, ds, T, sa, ma, u);
+        for (int s = 0; s < 8; s++, u += 512, aq += 32 * an, ad += an) q4k_sub_any(p, s, aq, T, sa, u);
+        q4k_mins(p, sp, an, T, ma);
         UNROLL
         for (int j = 0; j < T; j++) acc[j] = q4k_fold(p, sa[j], ma[j], das[j], acc[j]);
     }
