@@ -155,10 +155,10 @@ static inline __attribute__((always_inline)) void q35_actq_group(const float *x,
 }
 static inline __attribute__((always_inline)) void q35_actq_drive(const float *x, int t, int mult, int group, q35_act *a, q35_amax32_fn amax32,
                                                                  q35_q32_fn q32) {
+    int64_t b = 0;
     if (group == 8)
-        for (int64_t b = 0; b + 8 <= a->nb; b += 8) q35_actq_group(x, t, mult, b, 8, a, amax32, q32);
-    else
-        for (int64_t b = 0; b < a->nb; b++) q35_actq_group(x, t, mult, b, 1, a, amax32, q32);
+        for (; b + 8 <= a->nb; b += 8) q35_actq_group(x, t, mult, b, 8, a, amax32, q32);
+    for (; b < a->nb; b++) q35_actq_group(x, t, mult, b, 1, a, amax32, q32); /* (and blocks past the last whole group) */
 }
 
 /* Half-float helpers usable from any file. */
