@@ -115,14 +115,13 @@ static void quantize_range(const q35_kern *K, q35_dtype dt, const float *X, int6
             x = tmp;
         }
         K->actq(x, t, mult, dt == Q35_DT_Q4_K ? 8 : 1, a); /* Q4_K: a super-block's 8 blocks share a scale */
-        if (dt == Q35_DT_Q4_K) /* the min term's per-block sums as floats (mm.h), the same on every ISA */
-            for (int64_t b = 0; b < a->nb; b++) {
-                const size_t i = q35_act_at(a, b, t);
-                a->ds[i] = (float)(a->h[2 * i] + a->h[2 * i + 1]);
-                if (b % 2) {
-                    const size_t i0 = q35_act_at(a, b - 1, t);
-                    a->sp[i0] = (int32_t)((uint32_t)(uint16_t)(a->h[2 * i0] + a->h[2 * i0 + 1]) | (uint32_t)(a->h[2 * i] + a->h[2 * i + 1]) << 16);
-                }
+        if (dt == Q35_DT_Q4_K) /* the min term's block sums S (mm.h), as floats and in pairs (Q4_K rows: whole super-blocks) */
+            for (int64_t b = 0; b + 1 < a->nb; b += 2) {
+                const size_t i0 = q35_act_at(a, b, t), i1 = q35_act_at(a, b + 1, t);
+                const int S0 = a->h[2 * i0] + a->h[2 * i0 + 1], S1 = a->h[2 * i1] + a->h[2 * i1 + 1];
+                a->ds[i0] = (float)S0;
+                a->ds[i1] = (float)S1;
+                a->sp[i0] = (int32_t)((uint32_t)(uint16_t)S0 | (uint32_t)S1 << 16);
             }
     }
 }

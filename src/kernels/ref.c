@@ -1,6 +1,5 @@
 /* Scalar reference kernels: the truth every SIMD variant is tested against. */
 #include <math.h>
-#include <string.h>
 
 #include "kernels/kernels.h"
 #include "kernels/mm.h"
