@@ -15,8 +15,10 @@
 #if VNNI
 #define SUFFIX(x) x##_vnni
 #define DPBUSD(acc, u, s) _mm256_dpbusd_avx_epi32(acc, u, s)
+#define DPWSSD(acc, u, s) _mm256_dpwssd_avx_epi32(acc, u, s)
 #else
 #define SUFFIX(x) x##_plain
+#define DPWSSD(acc, u, s) _mm256_add_epi32(acc, _mm256_madd_epi16(u, s))
 #endif
 
 #define INLINE static inline __attribute__((always_inline))
@@ -153,6 +155,25 @@ INLINE void SUFFIX(q8_core_p)(const uint8_t *sc, const uint8_t *cq, const int8_t
 }
 
 /* ---- Q4_K ---- */
+/* Half hf of a super-block's min term for T tokens: ma[j] = sum_k m[k] S_k, in integers by 4
+ * vpmaddwd (AVX-VNNI: vpdpwssd) on pairs of sub-blocks (the m's of a pair in each row's lane as two
+ * 16-bit halves; sp: the token's pair sums, q35_act, at sp[2 q step + j]). Exact (below 2^22), so
+ * it equals the reference's float sum of exact products (ref.c), as mm_avx512.c's q4k_mins: 4
+ * multiplies where the float steps took 8. */
+INLINE void SUFFIX(q4k_mins8)(const uint8_t *p, int hf, const int32_t *sp, size_t step, const int T, __m256 *ma) {
+    __m256i mp[4];
+    UNROLL
+    for (int q = 0; q < 4; q++)
+        mp[q] = _mm256_or_si256(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 192 + 32 * q + 8 * hf))),
+                                _mm256_slli_epi32(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 208 + 32 * q + 8 * hf))), 16));
+    UNROLL
+    for (int j = 0; j < T; j++) {
+        __m256i mi = _mm256_setzero_si256();
+        UNROLL
+        for (int q = 0; q < 4; q++) mi = DPWSSD(mi, mp[q], _mm256_set1_epi32(sp[2 * q * step + (size_t)j]));
+        ma[j] = _mm256_cvtepi32_ps(mi);
+    }
+}
 /* u: the half group unpacked (q4k_unpack8: per sub-block, each chunk's low then high nibbles, 32
  * bytes each), or NULL to mask the nibbles apart here. TT: a's tile, U_TT for the unpacked tiles
  * (U_DRIVER), or 0 to read it from a. */
@@ -212,15 +233,7 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, const uint8_t *u, int64_t nsb, 
         }
         /* the min term after the sub-blocks (it needs no product of the weights): fewer registers live in the loop */
         __m256 ma[4];
-        UNROLL
-        for (int j = 0; j < T; j++) ma[j] = _mm256_setzero_ps();
-        const float *ds = a->ds + a0 + (size_t)(8 * sb) * tt;
-        UNROLL
-        for (int k = 0; k < 8; k++) {
-            const __m256 mf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 192 + 16 * k + 8 * hf))));
-            UNROLL
-            for (int j = 0; j < T; j++) ma[j] = _mm256_fmadd_ps(mf, _mm256_set1_ps(ds[(size_t)k * tt + j]), ma[j]);
-        }
+        SUFFIX(q4k_mins8)(p, hf, a->sp + a0 + (size_t)(8 * sb) * tt, tt, T, ma);
         const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 16 * hf)));
         const __m256 dmin = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(p + 32 + 16 * hf)));
         const float *da = a->d + a0 + (size_t)(8 * sb) * tt; /* the super-block's scale per token */
@@ -511,7 +524,7 @@ R8_DRIVER(SUFFIX(mm_q6k_r16_dec4), SUFFIX(q6k_tile), NULL, NULL, j->cols / 256)
  * for 16 rows; the activations, their scales and sums are loaded once per sub-block; the group is
  * walked by pointer with a fixed count of prefetched lines per sub-block. Per half, the same float
  * steps as q4k_tile / q6k_tile with T = 1 (same bits). */
-INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad, const float *ds, __m256 *acc, q35_pf_dist pd,
+INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad, const int32_t *sp, __m256 *acc, q35_pf_dist pd,
                              const uint8_t *pf, int64_t pfs) {
     const __m256i m4 = _mm256_set1_epi8(15);
     __m256 sa[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}; /* the reference's super-block sums (ref.c) */
@@ -543,14 +556,9 @@ INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
 #endif
         }
     }
-    __m256 ma[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+    __m256 ma[2];
     UNROLL
-    for (int k = 0; k < 8; k++) {
-        const __m256 vds = _mm256_set1_ps(ds[k]);
-        UNROLL
-        for (int h = 0; h < 2; h++)
-            ma[h] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(p + 192 + 16 * k + 8 * h)))), vds, ma[h]);
-    }
+    for (int h = 0; h < 2; h++) SUFFIX(q4k_mins8)(p, h, sp, 1, 1, &ma[h]);
     const __m256 vad = _mm256_set1_ps(ad[0]); /* the super-block's scale */
     UNROLL
     for (int h = 0; h < 2; h++) {
@@ -604,7 +612,7 @@ INLINE void SUFFIX(q6k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
     }
 }
 K16_WALK(SUFFIX(q4k_one16), 2368, Q35_DT_Q4_K,
-         SUFFIX(q4k_sb16)(grp + 2368 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.ds + 8 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
+         SUFFIX(q4k_sb16)(grp + 2368 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.sp + 8 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
 K16_WALK(SUFFIX(q6k_one16), 3360, Q35_DT_Q6_K,
          SUFFIX(q6k_sb16)(grp + 3360 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.h + 16 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
 static void SUFFIX(mm_q4k_r16_dec)(const q35_mm_job *j, int64_t r0, int64_t r1) {
