@@ -33,11 +33,12 @@ int q35_matmul_reserve(int64_t cols, int n);
 void q35_matmul_release(void);
 /* BF16 weights: 0 (default) = exact: bf16 weights widened to fp32, fp32 activations, fp32 FMA;
  * 1 = where the CPU has AVX-512 BF16, activations are rounded to bf16 once per call (relative error
- * up to 2^-9 each) and products use vdpbf16ps. Measured on the 2-core AVX-512 test VM: no faster
- * than the exact path (~90 GFLOP/s either way at n = 64), and logits move by up to 2-6% of the
- * largest logit on the random parity fixtures (test_parity fails at 1e-4), so it stays off; kept
- * for CPUs whose vdpbf16ps outruns their FMA. Q35_BF16_DOT=1 in the environment turns it on at
- * start. Returns the previous value. */
+ * up to 2^-9 each) and products use vdpbf16ps. Measured: on the first AVX-512 test VM no faster
+ * than the exact path (~90 GFLOP/s either way at n = 64); on a Zen 4 VM, where one vdpbf16ps does
+ * twice an FMA's multiply-adds in the same slot, the 0.8B prompt 88.5 -> 136.3 tok/s with 1 thread
+ * (docs/speed.md, "BF16 weights: at the FMA bound"). Logits move by up to 2-6% of the largest
+ * logit on the random parity fixtures (test_parity fails at 1e-4), so it stays off.
+ * Q35_BF16_DOT=1 in the environment turns it on at start. Returns the previous value. */
 int q35_matmul_set_bf16_dot(int on);
 /* y[cols] = row r of W as float32 (embedding lookup), any dtype and layout. */
 void q35_tensor_row_f32(const q35_tensor *W, int64_t r, float *y);
