@@ -21,8 +21,9 @@
  *   s[i] = mult * sum_k q[32 i + k] (mult chosen per weight format and ISA: the kernels start
  *   their integer accumulators at s to undo the offset of unsigned weight codes),
  *   h[2 i + j] = sum of q[32 i + 16 j .. 32 i + 16 j + 15] (plain sums, for Q6_K's 16-value sub-blocks).
- *   ds[i] = (float)(sum_k q[32 i + k]) (exact; Q4_K's min term, filled for Q4_K products only),
- *   sp[i] the same sums two blocks to an int32 (Q4_K products only).
+ *   ds[i] = (float)(sum_k q[32 i + k]) (exact; Q4_K's min term in ref.c and NEON, filled for Q4_K
+ *   products only), sp[i] the same sums two blocks to an int32 (Q4_K products only; the x86
+ *   kernels' min term, vpdpwssd / vpmaddwd).
  * With tt = n (one tile) this is [nb][n]; one token is [nb] whatever tt. Block-major over all n
  * tokens, a 4-token tile read 128 bytes per block 32 n bytes apart (4 KB at a 128-token chunk),
  * which the hardware prefetchers do not follow: in tiles of 8, the AVX2 Q4_0 / Q4_K prompt
@@ -38,7 +39,7 @@ typedef struct q35_act {
     int n;        /* tokens */
     int tt;       /* tokens per tile (1 <= tt <= n, or 1 when n = 0) */
     int32_t *sp;  /* [ceil(n / tt)][nb][tt] (Q4_K products; else unset): at even blocks b,
-                   * (uint16_t)S_b | S_(b+1) << 16, S the block's sum of q (for vpdpwssd) */
+                   * (uint16_t)S_b | S_(b+1) << 16, S the block's sum of q (vpdpwssd, vpmaddwd) */
 } q35_act;
 
 /* Where block b of token t sits in a's arrays (h: twice this); q35_act_in for a tile tt known
