@@ -65,7 +65,7 @@ static int act_tile(const q35_kern *K, int n) { return K->act_tile > 0 && K->act
 static size_t act_slots(int64_t cols, int n, int tt) { return (size_t)(cols / 32) * ((size_t)(n + tt - 1) / (size_t)tt * (size_t)tt); }
 static size_t act_bytes(int64_t cols, int n, int tt) {
     const size_t nbn = act_slots(cols, n, tt);
-    return al64(nbn * 32) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64((size_t)cols * 4);
+    return al64(nbn * 32) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64(nbn * 4) + al64((size_t)cols * 4);
 }
 static float *act_carve(void *p, int64_t cols, int n, int tt, q35_act *a) {
     const size_t nbn = act_slots(cols, n, tt);
@@ -80,8 +80,6 @@ static float *act_carve(void *p, int64_t cols, int n, int tt, q35_act *a) {
     a->s = (int32_t *)c;
     c += al64(nbn * 4);
     a->h = (int16_t *)c;
-    c += al64(nbn * 4);
-    a->ds = (float *)c;
     c += al64(nbn * 4);
     a->sp = (int32_t *)c;
     c += al64(nbn * 4);
@@ -115,12 +113,10 @@ static void quantize_range(const q35_kern *K, q35_dtype dt, const float *X, int6
             x = tmp;
         }
         K->actq(x, t, mult, dt == Q35_DT_Q4_K ? 8 : 1, a); /* Q4_K: a super-block's 8 blocks share a scale */
-        if (dt == Q35_DT_Q4_K) /* the min term's block sums S (mm.h), as floats and in pairs (Q4_K rows: whole super-blocks) */
+        if (dt == Q35_DT_Q4_K) /* the min term's block sums S in pairs (mm.h; Q4_K rows: whole super-blocks) */
             for (int64_t b = 0; b + 1 < a->nb; b += 2) {
                 const size_t i0 = q35_act_at(a, b, t), i1 = q35_act_at(a, b + 1, t);
                 const int S0 = a->h[2 * i0] + a->h[2 * i0 + 1], S1 = a->h[2 * i1] + a->h[2 * i1 + 1];
-                a->ds[i0] = (float)S0;
-                a->ds[i1] = (float)S1;
                 a->sp[i0] = (int32_t)((uint32_t)(uint16_t)S0 | (uint32_t)S1 << 16);
             }
     }
@@ -224,14 +220,13 @@ static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, in
             float d[MAXC / 32], tmp[MAXC];
             int32_t s[MAXC / 32];
             int16_t h[MAXC / 16];
-            float ds[MAXC / 32];
             int32_t sp[MAXC / 32];
             for (int t = 0; t < n; t++) {
                 q35_mm_job one = job;
                 one.n = 1;
                 one.X = X + (int64_t)t * cols;
                 one.Y = Y + (int64_t)t * rows;
-                one.a = (q35_act){q, d, s, h, ds, (int)(cols / 32), 1, 1, sp};
+                one.a = (q35_act){q, d, s, h, (int)(cols / 32), 1, 1, sp};
                 quantize_acts(K, dt, one.X, cols, 1, &one.a, tmp, 0);
                 fn(&one, r0, r1);
             }

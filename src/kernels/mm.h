@@ -20,10 +20,10 @@
  *   shares one scale, as llama.cpp's Q8_K: the sub-blocks' sums combine before any scale),
  *   s[i] = mult * sum_k q[32 i + k] (mult chosen per weight format and ISA: the kernels start
  *   their integer accumulators at s to undo the offset of unsigned weight codes),
- *   h[2 i + j] = sum of q[32 i + 16 j .. 32 i + 16 j + 15] (plain sums, for Q6_K's 16-value sub-blocks).
- *   ds[i] = (float)(sum_k q[32 i + k]) (exact; Q4_K's min term in ref.c and NEON, filled for Q4_K
- *   products only), sp[i] the same sums two blocks to an int32 (Q4_K products only; the x86
- *   kernels' min term, vpdpwssd / vpmaddwd).
+ *   h[2 i + j] = sum of q[32 i + 16 j .. 32 i + 16 j + 15] (plain sums: Q6_K's 16-value sub-blocks, Q4_K's block sums).
+ *   sp[i] (Q4_K products only, at even blocks): the block sums S = sum_k q[32 i + k] of blocks i
+ *   and i + 1 as the two 16-bit halves of an int32, for the SIMD kernels' min term (pairs by
+ *   vpdpwssd / vpmaddwd, or read as 8 int16 lanes on NEON); ref.c takes S from h.
  * With tt = n (one tile) this is [nb][n]; one token is [nb] whatever tt. Block-major over all n
  * tokens, a 4-token tile read 128 bytes per block 32 n bytes apart (4 KB at a 128-token chunk),
  * which the hardware prefetchers do not follow: in tiles of 8, the AVX2 Q4_0 / Q4_K prompt
@@ -34,7 +34,6 @@ typedef struct q35_act {
     float *d;     /* [ceil(n / tt)][nb][tt] */
     int32_t *s;   /* [ceil(n / tt)][nb][tt] */
     int16_t *h;   /* [ceil(n / tt)][nb][tt][2] */
-    float *ds;    /* [ceil(n / tt)][nb][tt] (Q4_K products; else unset) */
     int nb;       /* blocks per row: cols / 32 */
     int n;        /* tokens */
     int tt;       /* tokens per tile (1 <= tt <= n, or 1 when n = 0) */

@@ -155,6 +155,34 @@ INLINE void SUFFIX(q8_tile)(const uint8_t *grp, int64_t nb, int qt, const q35_ac
 }
 
 /* ---- Q4_K ---- */
+/* The min term in integers, as the x86 kernels: a token's 8 block sums S of a super-block as int16
+ * lanes (sp, q35_act: block pairs at sp[0], sp[2 step], sp[4 step], sp[6 step], each holding S_2q
+ * and S_2q+1 as its low and high halves, so the 4 int32 read as 8 int16 are S_0..S_7), and
+ * ma = sum_k m[k] S_k for 4 rows (m: the mins, k at pm + 16 k) by 8 widening multiply-adds by
+ * lane. Exact (below 2^22), so it equals the reference's float sum (ref.c). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "q4k_sums8 reads an int32's low half as the first int16 lane"
+#endif
+INLINE int16x8_t q4k_sums8(const int32_t *sp, size_t step) {
+    const int32_t v[4] = {sp[0], sp[2 * step], sp[4 * step], sp[6 * step]};
+    return vreinterpretq_s16_s32(vld1q_s32(v));
+}
+INLINE int16x4_t q4k_min4(const uint8_t *pm) {
+    uint32_t v;
+    memcpy(&v, pm, 4);
+    return vreinterpret_s16_u16(vget_low_u16(vmovl_u8(vcreate_u8(v))));
+}
+INLINE float32x4_t q4k_mins(const int16x4_t m[8], int16x8_t S) {
+    int32x4_t mi = vmull_laneq_s16(m[0], S, 0);
+    mi = vmlal_laneq_s16(mi, m[1], S, 1);
+    mi = vmlal_laneq_s16(mi, m[2], S, 2);
+    mi = vmlal_laneq_s16(mi, m[3], S, 3);
+    mi = vmlal_laneq_s16(mi, m[4], S, 4);
+    mi = vmlal_laneq_s16(mi, m[5], S, 5);
+    mi = vmlal_laneq_s16(mi, m[6], S, 6);
+    mi = vmlal_laneq_s16(mi, m[7], S, 7);
+    return vcvtq_f32_s32(mi);
+}
 INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_act *a, int t0, const int T, float *Y, int64_t rows, int64_t rbase,
                      int64_t r0, int64_t r1) {
     float32x4_t acc[4];
@@ -166,12 +194,11 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
     for (int64_t sb = 0; sb < nsb; sb++) {
         const uint8_t *p = grp + 2368 * sb;
         const float32x4_t d = h4(p + 8 * qt), dmin = h4(p + 32 + 8 * qt);
-        float32x4_t sa[4], ma[4]; /* the reference's super-block sums (ref.c) */
+        float32x4_t sa[4]; /* the reference's super-block sums (ref.c) */
         UNROLL
-        for (int j = 0; j < T; j++) sa[j] = ma[j] = vdupq_n_f32(0.0f);
+        for (int j = 0; j < T; j++) sa[j] = vdupq_n_f32(0.0f);
         for (int s = 0; s < 8; s++) {
             const int32x4_t sc = u8x4_s32(p + 64 + 16 * s + 4 * qt);
-            const float32x4_t mf = vcvtq_f32_s32(u8x4_s32(p + 192 + 16 * s + 4 * qt));
             const uint8_t *cq = p + 320 + 256 * s + 16 * qt;
             if (T == 1 && !qt) q35_pf(pd, grp + (8 * sb + s) * pfs, pfs);
             int8x16_t lo[4], hi[4];
@@ -185,12 +212,16 @@ INLINE void SUFFIX(q4k_tile)(const uint8_t *grp, int64_t nsb, int qt, const q35_
                 DOT4(dot, lo[0], lo[1], lo[2], lo[3], a0);
                 DOT4(dot, hi[0], hi[1], hi[2], hi[3], a1);
                 sa[j] = vaddq_f32(sa[j], vcvtq_f32_s32(vmulq_s32(dot, sc))); /* sc x dot < 2^22: exact, as fma(sc, dot, sa) */
-                ma[j] = vfmaq_f32(ma[j], mf, vdupq_n_f32(a->ds[base + j]));
             }
         }
-        const float *da = a->d + abase + (size_t)(8 * sb) * astep; /* the super-block's scale per token */
+        int16x4_t m[8];
         UNROLL
-        for (int j = 0; j < T; j++) acc[j] = vfmaq_f32(acc[j], vdupq_n_f32(da[j]), vfmsq_f32(vmulq_f32(d, sa[j]), dmin, ma[j]));
+        for (int k = 0; k < 8; k++) m[k] = q4k_min4(p + 192 + 16 * k + 4 * qt);
+        const size_t a8 = abase + (size_t)(8 * sb) * astep;
+        const float *da = a->d + a8; /* the super-block's scale per token */
+        UNROLL
+        for (int j = 0; j < T; j++)
+            acc[j] = vfmaq_f32(acc[j], vdupq_n_f32(da[j]), vfmsq_f32(vmulq_f32(d, sa[j]), dmin, q4k_mins(m, q4k_sums8(a->sp + a8 + j, astep))));
     }
     UNROLL
     for (int j = 0; j < T; j++) store4(Y + (int64_t)(t0 + j) * rows, acc[j], rbase, r0, r1);
@@ -311,13 +342,13 @@ INLINE void SUFFIX(q8_core16)(const uint8_t *sc, const uint8_t *cq, const int8_t
 G16_WALK(SUFFIX(q4_one16), SUFFIX(q4_core16), 256, 5, Q35_DT_Q4_0)
 G16_WALK(SUFFIX(q8_one16), SUFFIX(q8_core16), 512, 9, Q35_DT_Q8_0)
 
-/* One super-block p of a K-format group (16 rows), one token: aq, ad (and ds / h) its 8
+/* One super-block p of a K-format group (16 rows), one token: aq, ad (and sp / h) its 8
  * sub-blocks' activations; pf the sub-blocks' prefetch base, pfs bytes apart. */
-INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad, const float *ds, float32x4_t *acc, q35_pf_dist pd,
+INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad, const int32_t *sp, float32x4_t *acc, q35_pf_dist pd,
                              const uint8_t *pf, int64_t pfs) {
     float32x4_t sa[4], ma[4]; /* the reference's super-block sums (ref.c) */
     UNROLL
-    for (int q = 0; q < 4; q++) sa[q] = ma[q] = vdupq_n_f32(0.0f);
+    for (int q = 0; q < 4; q++) sa[q] = vdupq_n_f32(0.0f);
     for (int s = 0; s < 8; s++) {
         q35_pf_lines(pd, pf + s * pfs, 5); /* 320 >= pfs = 296 */
         const int8x16_t a0 = vld1q_s8(aq + 32 * s), a1 = vld1q_s8(aq + 32 * s + 16);
@@ -332,11 +363,13 @@ INLINE void SUFFIX(q4k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
             sa[q] = vaddq_f32(sa[q], vcvtq_f32_s32(vmulq_s32(dot, u8x4_s32(p + 64 + 16 * s + 4 * q))));
         }
     }
+    const int16x8_t S = q4k_sums8(sp, 1);
     UNROLL
-    for (int k = 0; k < 8; k++) {
-        const float32x4_t vds = vdupq_n_f32(ds[k]);
+    for (int q = 0; q < 4; q++) {
+        int16x4_t m[8];
         UNROLL
-        for (int q = 0; q < 4; q++) ma[q] = vfmaq_f32(ma[q], vcvtq_f32_s32(u8x4_s32(p + 192 + 16 * k + 4 * q)), vds);
+        for (int k = 0; k < 8; k++) m[k] = q4k_min4(p + 192 + 16 * k + 4 * q);
+        ma[q] = q4k_mins(m, S);
     }
     const float32x4_t vad = vdupq_n_f32(ad[0]); /* the super-block's scale */
     UNROLL
@@ -365,7 +398,7 @@ INLINE void SUFFIX(q6k_sb16)(const uint8_t *p, const int8_t *aq, const float *ad
     }
 }
 K16_WALK(SUFFIX(q4k_one16), 2368, Q35_DT_Q4_K,
-         SUFFIX(q4k_sb16)(grp + 2368 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.ds + 8 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
+         SUFFIX(q4k_sb16)(grp + 2368 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.sp + 8 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
 K16_WALK(SUFFIX(q6k_one16), 3360, Q35_DT_Q6_K,
          SUFFIX(q6k_sb16)(grp + 3360 * sb, j->a.q + 256 * sb, j->a.d + 8 * sb, j->a.h + 16 * sb, acc, pd, grp + 8 * sb * pfs, pfs))
 
@@ -488,8 +521,9 @@ INLINE void SUFFIX(q4k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
     for (int j = 0; j < T; j++) acc[j] = vdupq_n_f32(0.0f);
     const size_t an = U_TT, abase = q35_act_in(a->nb, U_TT, 0, t0);
     const int8_t *aq = a->q + 32 * abase; /* t0's tile: [8 nsb][U_TT][32] */
-    const float *ad = a->d + abase, *ds = a->ds + abase;
-    for (int64_t sb = 0; sb < nsb; sb++, ds += 8 * an) {
+    const float *ad = a->d + abase;
+    const int32_t *sp = a->sp + abase;
+    for (int64_t sb = 0; sb < nsb; sb++, sp += 8 * an) {
         const uint8_t *p = grp + 2368 * sb;
         const float *da = ad; /* block 8 sb: the super-block's scale per token */
         float32x4_t sa[U_T]; /* the reference's super-block sums (ref.c) */
@@ -510,14 +544,11 @@ INLINE void SUFFIX(q4k_tile_u)(const uint8_t *grp, const uint8_t *u, int64_t nsb
             }
         }
         float32x4_t ma[U_T];
+        int16x4_t m[8];
         UNROLL
-        for (int j = 0; j < T; j++) ma[j] = vdupq_n_f32(0.0f);
+        for (int k = 0; k < 8; k++) m[k] = q4k_min4(p + 192 + 16 * k + 4 * qt);
         UNROLL
-        for (int k = 0; k < 8; k++) {
-            const float32x4_t mf = vcvtq_f32_s32(u8x4_s32(p + 192 + 16 * k + 4 * qt));
-            UNROLL
-            for (int j = 0; j < T; j++) ma[j] = vfmaq_f32(ma[j], mf, vdupq_n_f32(ds[(size_t)k * an + j]));
-        }
+        for (int j = 0; j < T; j++) ma[j] = q4k_mins(m, q4k_sums8(sp + j, an));
         const float32x4_t d = h4(p + 8 * qt), dmin = h4(p + 32 + 8 * qt);
         UNROLL
         for (int j = 0; j < T; j++) acc[j] = vfmaq_f32(acc[j], vdupq_n_f32(da[j]), vfmsq_f32(vmulq_f32(d, sa[j]), dmin, ma[j]));

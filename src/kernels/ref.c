@@ -34,9 +34,9 @@ static float dot_f16(const uint16_t *w, const float *x, int64_t n) {
  *     isum = sum_k qw[k]*qa[k] exactly (int32);
  *   Q4_K: the activations' 8 blocks of a super-block share one scale da (group 8, mm.h), so for
  *     each super-block (d, dmin; sub-blocks s = 0..7 = activation blocks b):
- *     sa = 0; ma = 0; for s in order: sa = fmaf((float)sc, (float)dot, sa); ma = fmaf((float)m, ds, ma);
+ *     sa = 0; ma = 0; for s in order: sa = fmaf((float)sc, (float)dot, sa); ma = fmaf((float)m, (float)S, ma);
  *     acc = fmaf(da, fmaf(-dmin, ma, d * sa), acc)
- *     (ds = (float)(sum qa), q35_act; sc x dot < 2^22 and every partial sum of ma < 2^24 are exact,
+ *     (S = sum qa, the block's two h; sc x dot < 2^22 and every partial sum of ma < 2^24 are exact,
  *     sa rounds only past 2^24. Per sub-block and token 2 multiplies, where per-block activation
  *     scales took 3: fmaf(da, (float)(sc*dot), sa) and the min term scaled by each block's da);
  *   Q6_K: for each block b: isum = sc[2b']*dot(first 16) + sc[2b'+1]*dot(last 16);
@@ -102,7 +102,8 @@ static void mm_q4k(const q35_mm_job *j, int64_t r0, int64_t r1) {
                 for (int s = 0; s < 8; s++) {
                     const int64_t b = 8 * sb + s;
                     sa = fmaf((float)sc[s], (float)idot(qs + 32 * s, aq(&j->a, b, t), 32), sa);
-                    ma = fmaf((float)m[s], j->a.ds[q35_act_at(&j->a, b, t)], ma);
+                    const size_t i = q35_act_at(&j->a, b, t);
+                    ma = fmaf((float)m[s], (float)(j->a.h[2 * i] + j->a.h[2 * i + 1]), ma);
                 }
                 float *y = &j->Y[(int64_t)t * j->rows + r];
                 *y = fmaf(ad(&j->a, 8 * sb, t), fmaf(-dmin, ma, d * sa), *y);
