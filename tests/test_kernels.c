@@ -437,7 +437,7 @@ static void actq_and_rotation(void) {
     int16_t h0[8 * 32], h1[8 * 32];
     memset(q0, 0, sizeof q0), memset(d0, 0, sizeof d0), memset(s0, 0, sizeof s0), memset(h0, 0, sizeof h0);
     memset(d1, 0, sizeof d1), memset(s1, 0, sizeof s1), memset(h1, 0, sizeof h1);
-    q35_act a0 = {q0, d0, s0, h0, nb, n, 2, NULL}, a1 = {q1, d1, s1, h1, nb, n, 2, NULL};
+    q35_act a0 = {q0, d0, s0, h0, NULL, nb, n, 2}, a1 = {q1, d1, s1, h1, NULL, nb, n, 2};
     for (int group = 1; group <= 8; group += 7) { /* per block, and per Q4_K super-block (mm.h) */
         for (int t = 0; t < n; t++) q35_actq_ref(X + t * cols, t, -8, group, &a0);
         const int nonfinite[3][2] = {{1, 67 / 32}, {1, 200 / 32}, {2, 300 / 32}}; /* token, block */
@@ -588,7 +588,7 @@ static double act_err(const mat *m, const float *X, int n, int64_t cols, int gro
     float *d = malloc(sizeof(float) * (size_t)n * nb);
     int32_t *sm = malloc(sizeof(int32_t) * (size_t)n * nb);
     int16_t *h = malloc(sizeof(int16_t) * 2 * (size_t)n * nb);
-    q35_act a = {q, d, sm, h, nb, n, n, NULL};
+    q35_act a = {q, d, sm, h, NULL, nb, n, n};
     double e = 0, s = 0;
     for (int t = 0; t < n; t++) q35_actq_ref(X + t * cols, t, 1, group, &a);
     const int64_t rows = m->rows.shape[0];

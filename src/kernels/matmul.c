@@ -226,7 +226,7 @@ static void matmul_impl(const q35_tensor *W, const float *X, int n, float *Y, in
                 one.n = 1;
                 one.X = X + (int64_t)t * cols;
                 one.Y = Y + (int64_t)t * rows;
-                one.a = (q35_act){q, d, s, h, (int)(cols / 32), 1, 1, sp};
+                one.a = (q35_act){q, d, s, h, sp, (int)(cols / 32), 1, 1};
                 quantize_acts(K, dt, one.X, cols, 1, &one.a, tmp, 0);
                 fn(&one, r0, r1);
             }

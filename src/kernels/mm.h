@@ -34,11 +34,11 @@ typedef struct q35_act {
     float *d;     /* [ceil(n / tt)][nb][tt] */
     int32_t *s;   /* [ceil(n / tt)][nb][tt] */
     int16_t *h;   /* [ceil(n / tt)][nb][tt][2] */
+    int32_t *sp;  /* [ceil(n / tt)][nb][tt] (Q4_K products; else unset): at even blocks b,
+                   * (uint16_t)S_b | S_(b+1) << 16, S the block's sum of q */
     int nb;       /* blocks per row: cols / 32 */
     int n;        /* tokens */
     int tt;       /* tokens per tile (1 <= tt <= n, or 1 when n = 0) */
-    int32_t *sp;  /* [ceil(n / tt)][nb][tt] (Q4_K products; else unset): at even blocks b,
-                   * (uint16_t)S_b | S_(b+1) << 16, S the block's sum of q (vpdpwssd, vpmaddwd) */
 } q35_act;
 
 /* Where block b of token t sits in a's arrays (h: twice this); q35_act_in for a tile tt known
