@@ -77,6 +77,22 @@ $(BUILD)/obj/%_dot_neon.o: %_dot_neon.c
 	@mkdir -p $(dir $@)
 	$(CC) $(SIMD_CFLAGS) $(FLAGS_NEONDOT) -c $< -o $@
 
+# The AMX and AVX-VNNI kernels built a second time for tests/test_kernels only, to run on CPUs without
+# those features (an AVX-512 CPU is enough): AMX over a software tile unit (src/kernels/amx_emu.h),
+# AVX-VNNI with the AVX512-VNNI encodings of its two instructions (mm.h, q35_kern_emulate).
+ifneq (,$(findstring x86_64,$(ARCH)))
+EMU_OBJ := $(BUILD)/obj/emu/mm_amx.o $(BUILD)/obj/emu/mm_vnni_avx2.o
+$(BUILD)/obj/emu/mm_amx.o: src/kernels/mm_amx.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SIMD_CFLAGS) $(FLAGS_AVX512) -DQ35_AMX_EMU -c $< -o $@
+$(BUILD)/obj/emu/mm_vnni_avx2.o: src/kernels/mm_vnni_avx2.c
+	@mkdir -p $(dir $@)
+	$(CC) $(SIMD_CFLAGS) $(FLAGS_AVX512) -DQ35_AVXVNNI_EVEX -c $< -o $@
+endif
+$(BUILD)/tests/test_kernels: $(BUILD)/obj/tests/test_kernels.o $(EMU_OBJ) $(BUILD)/libq35.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $< $(EMU_OBJ) $(BUILD)/libq35.a $(LDLIBS)
+
 $(BUILD)/libq35.a: $(LIB_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -143,4 +159,4 @@ clean:
 
 .PHONY: all test test-asan fuzz clean bench-kernels test-neon
 -include $(NEON_OBJ:.o=.d) $(NEON_DIR)/tests/test_kernels.d $(NEON_DIR)/tests/test_gdn.d
--include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d)
+-include $(LIB_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(EMU_OBJ:.o=.d) $(TEST_SRC:tests/%.c=$(BUILD)/obj/tests/%.d)

@@ -418,6 +418,36 @@ static void matmul_long_rows(void) {
     free(Y);
 }
 
+#if defined(__x86_64__)
+/* The AMX and AVX-VNNI kernels on any AVX-512 CPU (mm.h, q35_kern_emulate): the integer products'
+ * checks again with the AMX products over the software tile unit (amx_emu.h) and the AVX-VNNI
+ * table built with the EVEX encodings of its instructions. */
+static void emulated_amx_avxvnni(void) {
+    const q35_mm_fn amx[3] = {q35_mm_amxemu_q8, q35_mm_amxemu_q4, q35_mm_amxemu_q6k};
+    const q35_isa keep = q35_isa_get();
+    CHECK(q35_kern_emulate(&q35_kern_avx2vnni_evex, amx) == 0, "an AVX-512 CPU");
+    q35_isa isas[Q35_ISA_COUNT + 3];
+    CHECK(isa_list(isas) == 6, "scalar, avx2, avx512 and the avx2-maddubs, avx512-vnni and avx512-q4packed variants");
+    isa_use(Q35_ISA_AVX512);
+    CHECK(q35_kern_active()->mm[Q35_DT_Q6_K][1] == q35_mm_amxemu_q6k && strstr(q35_isa_describe(), "amx"), "%s", q35_isa_describe());
+    isa_use(Q35_ISA_AVX2);
+    CHECK(q35_kern_active() == &q35_kern_avx2vnni_evex && strstr(q35_isa_describe(), "avx-vnni"), "%s", q35_isa_describe());
+    isa_use(keep);
+    const q35_dtype dts[] = {Q35_DT_Q8_0, Q35_DT_Q4_0, Q35_DT_Q4R, Q35_DT_Q4_K, Q35_DT_Q6_K};
+    for (size_t i = 0; i < sizeof dts / sizeof dts[0]; i++) compare_format(dts[i]);
+    matmul_row_range();
+    matmul_long_rows();
+    matmul_batch();
+    matmul_many();
+    CHECK(q35_kern_emulate(NULL, NULL) == 0, "restored");
+    isa_use(Q35_ISA_AVX512);
+    CHECK(q35_kern_active()->mm[Q35_DT_Q6_K][1] != q35_mm_amxemu_q6k, "the emulated AMX products left in use");
+    isa_use(Q35_ISA_AVX2);
+    CHECK(q35_kern_active() != &q35_kern_avx2vnni_evex, "the EVEX AVX-VNNI table left in use");
+    isa_use(keep);
+}
+#endif
+
 /* ---- activation quantization and rotation, every ISA bitwise equal to the scalar one ---- */
 
 static void actq_and_rotation(void) {
@@ -993,6 +1023,10 @@ int main(void) {
     RUN(matmul_many);
     RUN(bf16_dot_mode);
     RUN(headscan_variants);
+#if defined(__x86_64__)
+    if (q35_isa_best() == Q35_ISA_AVX512) RUN(emulated_amx_avxvnni);
+    else printf("# not run: emulated_amx_avxvnni (the emulated kernels need an AVX-512 CPU)\n");
+#endif
     q35_matmul_release();
     TEST_EXIT();
 }

@@ -38,6 +38,19 @@ static struct {
 
 #if defined(__x86_64__)
 static q35_kern kern_amx; /* q35_kern_avx512 with the AMX products (built in detect) */
+static const q35_kern *kern_avx2vnni = &q35_kern_avx2vnni; /* (q35_kern_emulate swaps it) */
+static struct { int saved, amx, avxvnni; q35_kern kern_amx; } detected; /* what q35_kern_emulate restores */
+
+/* kern_amx: the AVX-512 table with AMX products for the block-32 formats and Q6_K. */
+static void amx_table(q35_mm_fn q8, q35_mm_fn q4, q35_mm_fn q6k) {
+    kern_amx = q35_kern_avx512;
+    kern_amx.act_tile = 16; /* AMX token tiles of 16 (and the AVX-512 tiles of 8 below Q35_AMX_MIN_N) */
+    kern_amx.mm[Q35_DT_Q8_0][1] = q8;
+    kern_amx.mm[Q35_DT_Q4_0][1] = q4;
+    kern_amx.mm[Q35_DT_Q4R][1] = q4;
+    /* not Q4_K: on tiles its products ran 8-10% faster alone, prompts no faster (docs/speed.md "AMX for the K formats") */
+    kern_amx.mm[Q35_DT_Q6_K][1] = q6k;
+}
 #endif
 
 static const char *const names[Q35_ISA_COUNT] = {"scalar", "avx2", "avx512", "neon"};
@@ -79,13 +92,7 @@ static void detect(void) {
         const char *e = getenv("Q35_AMX");
         if (((d >> 24) & 3) == 3 && (xcr0 & 0x60000) == 0x60000 && !(e && !strcmp(e, "0")) && q35_amx_init() == 0) {
             g.amx = 1;
-            kern_amx = q35_kern_avx512;
-            kern_amx.act_tile = 16; /* AMX token tiles of 16 (and the AVX-512 tiles of 8 below Q35_AMX_MIN_N) */
-            kern_amx.mm[Q35_DT_Q8_0][1] = q35_mm_amx_q8;
-            kern_amx.mm[Q35_DT_Q4_0][1] = q35_mm_amx_q4;
-            kern_amx.mm[Q35_DT_Q4R][1] = q35_mm_amx_q4;
-            /* not Q4_K: on tiles its products ran 8-10% faster alone, prompts no faster (docs/speed.md "AMX for the K formats") */
-            kern_amx.mm[Q35_DT_Q6_K][1] = q35_mm_amx_q6k;
+            amx_table(q35_mm_amx_q8, q35_mm_amx_q4, q35_mm_amx_q6k);
         }
     }
 }
@@ -269,11 +276,31 @@ int q35_cpu_has_avxvnni(void) {
     return g.avxvnni;
 }
 
+#if defined(__x86_64__)
+int q35_kern_emulate(const q35_kern *avx2vnni, const q35_mm_fn amx[3]) {
+    pthread_once(&g.once, init);
+    if (g.best != Q35_ISA_AVX512) return -1;
+    if (!avx2vnni && !amx) { /* restore */
+        if (detected.saved) g.amx = detected.amx, g.avxvnni = detected.avxvnni, kern_amx = detected.kern_amx;
+        kern_avx2vnni = &q35_kern_avx2vnni;
+        detected.saved = 0;
+        return 0;
+    }
+    if (!avx2vnni || !amx) return -1;
+    if (!detected.saved) detected.amx = g.amx, detected.avxvnni = g.avxvnni, detected.kern_amx = kern_amx, detected.saved = 1;
+    kern_avx2vnni = avx2vnni;
+    g.avxvnni = 1;
+    amx_table(amx[0], amx[1], amx[2]);
+    g.amx = 1;
+    return 0;
+}
+#endif
+
 const q35_kern *q35_kern_active(void) {
     switch (q35_isa_get()) {
 #if defined(__x86_64__)
     case Q35_ISA_AVX512: return g.amx && g.use_amx ? &kern_amx : &q35_kern_avx512;
-    case Q35_ISA_AVX2: return g.avxvnni && g.use_avxvnni ? &q35_kern_avx2vnni : &q35_kern_avx2;
+    case Q35_ISA_AVX2: return g.avxvnni && g.use_avxvnni ? kern_avx2vnni : &q35_kern_avx2;
 #elif defined(__aarch64__)
     case Q35_ISA_NEON: return g.neondot && g.use_neondot ? &q35_kern_neondot : &q35_kern_neon;
 #endif

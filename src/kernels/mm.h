@@ -98,6 +98,18 @@ void q35_mm_amx_q8(const q35_mm_job *j, int64_t r0, int64_t r1);
 void q35_mm_amx_q4(const q35_mm_job *j, int64_t r0, int64_t r1);
 void q35_mm_amx_q6k(const q35_mm_job *j, int64_t r0, int64_t r1);
 int q35_amx_init(void);
+/* Test builds only (Makefile: linked into tests/test_kernels, not the library): the AMX kernels
+ * over a software tile unit (mm_amx.c with -DQ35_AMX_EMU, amx_emu.h), and the AVX-VNNI table with
+ * the AVX512-VNNI encodings of its two instructions (mm_vnni_avx2.c with -DQ35_AVXVNNI_EVEX), to
+ * check both against the reference on CPUs without AMX or AVX-VNNI (q35_kern_emulate). */
+void q35_mm_amxemu_q8(const q35_mm_job *j, int64_t r0, int64_t r1);
+void q35_mm_amxemu_q4(const q35_mm_job *j, int64_t r0, int64_t r1);
+void q35_mm_amxemu_q6k(const q35_mm_job *j, int64_t r0, int64_t r1);
+extern const q35_kern q35_kern_avx2vnni_evex;
+/* Tests: the AVX2 level's AVX-VNNI table and the AVX-512 level's AMX products (q8, q4, q6k) taken
+ * from these as if the CPU had the features; NULL, NULL restores what detection found. Needs an
+ * AVX-512 CPU (-1 otherwise). */
+int q35_kern_emulate(const q35_kern *avx2vnni, const q35_mm_fn amx[3]);
 #elif defined(__aarch64__)
 extern const q35_kern q35_kern_neon;    /* armv8-a (mm_neon.c) */
 extern const q35_kern q35_kern_neondot; /* armv8.2-a dot product (mm_dot_neon.c) */

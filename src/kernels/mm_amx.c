@@ -20,12 +20,23 @@
  *
  * The tile state is per thread: every call loads its tile configuration and releases the tiles at
  * the end. Linux grants a process the AMX state only on request (arch_prctl
- * ARCH_REQ_XCOMP_PERM), which q35_amx_init makes once. */
+ * ARCH_REQ_XCOMP_PERM), which q35_amx_init makes once.
+ *
+ * Built a second time with -DQ35_AMX_EMU for the tests (Makefile): the same kernels, named
+ * q35_mm_amxemu_*, over a software tile unit (amx_emu.h), so they are checked where the CPU has
+ * no AMX. */
 #include <immintrin.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#if defined(Q35_AMX_EMU)
+#include "kernels/amx_emu.h"
+#define q35_mm_amx_q8 q35_mm_amxemu_q8
+#define q35_mm_amx_q4 q35_mm_amxemu_q4
+#define q35_mm_amx_q6k q35_mm_amxemu_q6k
+#define q35_amx_init q35_amxemu_init
+#endif
 #include "kernels/mm.h"
 #include "kernels/q6k_avx512.h"
 
