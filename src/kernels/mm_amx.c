@@ -35,7 +35,6 @@
 #define q35_mm_amx_q8 q35_mm_amxemu_q8
 #define q35_mm_amx_q4 q35_mm_amxemu_q4
 #define q35_mm_amx_q6k q35_mm_amxemu_q6k
-#define q35_amx_init q35_amxemu_init
 #endif
 #include "kernels/mm.h"
 #include "kernels/q6k_avx512.h"
@@ -54,10 +53,12 @@ typedef struct tile_cfg {
     uint8_t rows[16];
 } tile_cfg;
 
+#if !defined(Q35_AMX_EMU)
 int q35_amx_init(void) {
     /* ARCH_REQ_XCOMP_PERM = 0x1023, XFEATURE_XTILEDATA = 18 */
     return syscall(SYS_arch_prctl, 0x1023, 18) == 0 ? 0 : -1;
 }
+#endif
 
 /* The weight formats, as compile-time constants of the inlined steps below. */
 enum { F_Q8, F_Q4, F_Q6K };
